@@ -1,0 +1,152 @@
+/*
+ * loom — collective communication over host (and, in CUDA builds, GPU) memory.
+ *
+ * The API follows NCCL's names and argument order so that code written for NCCL ports by renaming
+ * the `nccl` prefix to `loom`.  Every function returns a loomResult_t; on failure a one-line
+ * human-readable reason is available from loomGetLastError().
+ *
+ * Thread-safety:
+ *   - loomGetUniqueId, loomGetVersion, loomGetErrorString and the init functions may be called from any thread.
+ *   - One communicator must not be used by two threads at the same time, except loomCommAbort, which may be
+ *     called from any thread while another thread is blocked inside a call on that communicator.
+ *   - Different communicators are independent and may be driven concurrently from different threads
+ *     (loomCommInitAll gives one communicator per rank, meant to be driven by one thread each).
+ *
+ * Streams: every collective takes a loomStream_t.  NULL means "complete before returning" (host memory).
+ * Asynchronous host streams and CUDA streams arrive in later versions; passing a non-NULL stream today
+ * returns loomInvalidUsage.
+ */
+#ifndef LOOM_H_
+#define LOOM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MAJOR 0
+#define LOOM_MINOR 1
+#define LOOM_PATCH 0
+/* Same encoding as NCCL 2.9+: major*10000 + minor*100 + patch. */
+#define LOOM_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define LOOM_VERSION_CODE LOOM_VERSION(LOOM_MAJOR, LOOM_MINOR, LOOM_PATCH)
+
+/* Result codes.  Values 0..7 match NCCL's so tools that print numeric codes read the same. */
+typedef enum {
+  loomSuccess = 0,
+  loomUnhandledCudaError = 1,
+  loomSystemError = 2,     /* a system call or the OS failed (out of memory, shm, sockets) */
+  loomInternalError = 3,   /* a bug in loom */
+  loomInvalidArgument = 4, /* a bad value was passed (NULL pointer, bad type, rank out of range, ...) */
+  loomInvalidUsage = 5,    /* a valid call at the wrong time (mismatched collectives, not implemented yet, ...) */
+  loomRemoteError = 6,     /* a peer failed, died or disconnected; the message names it */
+  loomInProgress = 7,      /* a non-blocking operation has not finished yet */
+  loomTimeout = 8,         /* a wait exceeded LOOM_TIMEOUT; the message names the operation and peer */
+  loomNumResults = 9
+} loomResult_t;
+
+typedef enum {
+  loomInt8 = 0, loomChar = 0,
+  loomUint8 = 1,
+  loomInt32 = 2, loomInt = 2,
+  loomUint32 = 3,
+  loomInt64 = 4,
+  loomUint64 = 5,
+  loomFloat16 = 6, loomHalf = 6,
+  loomFloat32 = 7, loomFloat = 7,
+  loomFloat64 = 8, loomDouble = 8,
+  loomBfloat16 = 9,
+  loomNumTypes = 10
+} loomDataType_t;
+
+typedef enum {
+  loomSum = 0,
+  loomProd = 1,
+  loomMax = 2,
+  loomMin = 3,
+  loomAvg = 4, /* sum divided by the number of ranks (integer division for integer types) */
+  loomNumOps = 5,
+  loomMaxRedOp = 0x7fffffff /* keeps the enum 32-bit wide for user-created ops */
+} loomRedOp_t;
+
+#define LOOM_UNIQUE_ID_BYTES 128
+/* Opaque rendezvous token: the root's address and a random 128-bit secret.  Make it on one rank with
+ * loomGetUniqueId and hand it to every rank (MPI_Bcast, a file, a key-value store). */
+typedef struct {
+  char internal[LOOM_UNIQUE_ID_BYTES];
+} loomUniqueId;
+
+typedef struct loomComm* loomComm_t;
+/* NULL, or (later versions) a stream from loomStreamCreate or a cudaStream_t in CUDA builds. */
+typedef void* loomStream_t;
+
+#define LOOM_SPLIT_NOCOLOR (-1)
+#define LOOM_CONFIG_UNDEF_INT INT32_MIN
+#define LOOM_CONFIG_MAGIC 0x6d6f6f6cu /* "loom" */
+
+/* Per-communicator settings.  Always start from LOOM_CONFIG_INITIALIZER: `size`, `magic` and `version`
+ * let the library accept configs from older headers as the struct grows. */
+typedef struct loomConfig_v1 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;          /* 1 (default): init and collectives block.  0: not supported yet (loomInvalidUsage). */
+  int timeoutSec;        /* overrides LOOM_TIMEOUT for this communicator; LOOM_CONFIG_UNDEF_INT keeps it */
+  const char* commName;  /* shown in log lines; may be NULL */
+} loomConfig_t;
+
+#define LOOM_CONFIG_INITIALIZER \
+  { sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE, LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL }
+
+/* ---- library ---- */
+loomResult_t loomGetVersion(int* version);
+const char* loomGetErrorString(loomResult_t result);
+/* The message of the last failure on this thread (comm may be NULL), or "" when there was none. */
+const char* loomGetLastError(loomComm_t comm);
+
+/* ---- communicators ---- */
+loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
+loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
+loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
+                                    loomConfig_t* config);
+/* Creates `ndev` ranks inside this process, one communicator each.  devlist may be NULL (host ranks).
+ * Drive each returned communicator from its own thread. */
+loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
+/* Collective over `comm`: ranks with the same color form a new communicator, ordered by (key, old rank).
+ * color LOOM_SPLIT_NOCOLOR yields *newcomm == NULL. */
+loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config);
+loomResult_t loomCommDestroy(loomComm_t comm);
+/* Stops every operation on comm (from any thread), releases its resources; peers see loomRemoteError. */
+loomResult_t loomCommAbort(loomComm_t comm);
+loomResult_t loomCommCount(const loomComm_t comm, int* count);
+loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
+/* loomSuccess, or the error that put the communicator in a failed state (every later call returns it). */
+loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
+
+/* ---- collectives (count is in elements of datatype) ---- */
+loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                           loomRedOp_t op, loomComm_t comm, loomStream_t stream);
+loomResult_t loomBroadcast(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype, int root,
+                           loomComm_t comm, loomStream_t stream);
+loomResult_t loomReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                        loomRedOp_t op, int root, loomComm_t comm, loomStream_t stream);
+loomResult_t loomAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, loomDataType_t datatype,
+                           loomComm_t comm, loomStream_t stream);
+loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, loomDataType_t datatype,
+                               loomRedOp_t op, loomComm_t comm, loomStream_t stream);
+loomResult_t loomAllToAll(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                          loomComm_t comm, loomStream_t stream);
+loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream);
+loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream);
+loomResult_t loomGroupStart(void);
+loomResult_t loomGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_H_ */

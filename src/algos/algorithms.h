@@ -1,0 +1,13 @@
+// Collective algorithms.  Each reads top to bottom in its own file and is written only with the steps of
+// algos/primitives.h, so it runs unchanged over every transport.
+#pragma once
+
+#include "core/collective.h"
+
+namespace loom {
+
+// Reduce-scatter then allgather around a ring, pipelined in slot-sized slices: 2(n-1)/n of the data
+// crosses each link, the bandwidth optimum.
+loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args);
+
+}  // namespace loom

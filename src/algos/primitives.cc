@@ -1,0 +1,101 @@
+#include "algos/primitives.h"
+
+#include <cstring>
+
+namespace loom {
+
+Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, loomDataType_t type, loomRedOp_t op,
+                       const char* what)
+    : comm_(comm), sendPeer_(sendPeer), recvPeer_(recvPeer), elemSize_(typeSize(type)), ctx_(comm->waitContext(what)) {
+  size_t slot = SIZE_MAX;
+  if (sendPeer >= 0) {
+    sendQ_ = comm->connection(sendPeer, channel).send.get();
+    slot = sendQ_->slotBytes();
+  }
+  if (recvPeer >= 0) recvQ_ = comm->connection(recvPeer, channel).recv.get();
+  // Keep steps a multiple of 64 bytes so vector kernels run on aligned, whole chunks.
+  maxElems_ = slot == SIZE_MAX ? SIZE_MAX : (slot / 64 * 64) / elemSize_;
+  const ReduceKernels& k = reduceKernels();
+  if (op >= 0 && op < kNumBuiltinOps) reduce_ = k.reduce[type][op];
+  else if (op == loomAvg) reduce_ = k.reduce[type][loomSum];
+  sumDivide_ = k.sumDivide[type];
+}
+
+loomResult_t Primitives::waitRecv(const void** data, size_t n) {
+  size_t bytes = 0;
+  ctx_.peer = recvPeer_;
+  LOOM_CHECK(recvQ_->wait(data, &bytes, ctx_));
+  if (bytes != n * elemSize_)
+    return setError(loomInvalidUsage, "%s: %s sent %zu bytes where rank %d expected %zu: the ranks called "
+                    "different collectives, counts or types", ctx_.what, comm_->describe(recvPeer_).c_str(), bytes,
+                    comm_->rank, n * elemSize_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::acquireSend(void** slot) {
+  ctx_.peer = sendPeer_;
+  return sendQ_->acquire(slot, ctx_);
+}
+
+void Primitives::reduceInto(void* dst, const void* a, const void* b, size_t n, int divisor) const {
+  if (divisor > 0) sumDivide_(dst, a, b, n, divisor);
+  else reduce_(dst, a, b, n);
+}
+
+loomResult_t Primitives::send(const void* src, size_t n) {
+  void* slot;
+  LOOM_CHECK(acquireSend(&slot));
+  std::memcpy(slot, src, n * elemSize_);
+  sendQ_->post(n * elemSize_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::recvReduceSend(const void* local, size_t n) {
+  void* slot;
+  const void* in;
+  LOOM_CHECK(acquireSend(&slot));
+  LOOM_CHECK(waitRecv(&in, n));
+  reduce_(slot, in, local, n);
+  recvQ_->release();
+  sendQ_->post(n * elemSize_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t n, int divisor) {
+  void* slot;
+  LOOM_CHECK(acquireSend(&slot));
+  LOOM_CHECK(recvReduceCopy(local, out, n, divisor));
+  std::memcpy(slot, out, n * elemSize_);  // `out` is still in cache
+  sendQ_->post(n * elemSize_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::recvReduceCopy(const void* local, void* out, size_t n, int divisor) {
+  const void* in;
+  LOOM_CHECK(waitRecv(&in, n));
+  reduceInto(out, in, local, n, divisor);
+  recvQ_->release();
+  return loomSuccess;
+}
+
+loomResult_t Primitives::recvCopySend(void* out, size_t n) {
+  void* slot;
+  const void* in;
+  LOOM_CHECK(acquireSend(&slot));
+  LOOM_CHECK(waitRecv(&in, n));
+  std::memcpy(out, in, n * elemSize_);
+  recvQ_->release();
+  std::memcpy(slot, out, n * elemSize_);
+  sendQ_->post(n * elemSize_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::recv(void* out, size_t n) {
+  const void* in;
+  LOOM_CHECK(waitRecv(&in, n));
+  std::memcpy(out, in, n * elemSize_);
+  recvQ_->release();
+  return loomSuccess;
+}
+
+}  // namespace loom

@@ -1,0 +1,51 @@
+// The steps every algorithm is written with.  A Primitives object joins one rank to the peer it sends to
+// and the peer it receives from (ring neighbours, or tree parent/child) on one channel, and moves at most
+// one slot per step.  Steps that receive read straight from the transport's slot and steps that send
+// write straight into it, so "receive, reduce with my data, send on" touches each byte once.
+#pragma once
+
+#include <cstddef>
+
+#include "algos/reduce_kernels.h"
+#include "core/comm.h"
+
+namespace loom {
+
+class Primitives {
+ public:
+  // sendPeer / recvPeer may be -1 when the algorithm never sends / receives through this object.
+  Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, loomDataType_t type, loomRedOp_t op,
+             const char* what);
+
+  // Largest element count one step may carry.
+  size_t maxElems() const { return maxElems_; }
+
+  loomResult_t send(const void* src, size_t n);
+  // next <- prev op local
+  loomResult_t recvReduceSend(const void* local, size_t n);
+  // out <- prev op local (divided by `divisor` when it is > 0: the end of loomAvg); next <- out
+  loomResult_t recvReduceCopySend(const void* local, void* out, size_t n, int divisor);
+  // out <- prev op local (or divided); nothing sent
+  loomResult_t recvReduceCopy(const void* local, void* out, size_t n, int divisor);
+  // out <- prev; next <- prev
+  loomResult_t recvCopySend(void* out, size_t n);
+  // out <- prev
+  loomResult_t recv(void* out, size_t n);
+
+ private:
+  loomResult_t waitRecv(const void** data, size_t n);
+  loomResult_t acquireSend(void** slot);
+  void reduceInto(void* dst, const void* a, const void* b, size_t n, int divisor) const;
+
+  loomComm* comm_;
+  int sendPeer_, recvPeer_;
+  SendQueue* sendQ_ = nullptr;
+  RecvQueue* recvQ_ = nullptr;
+  size_t elemSize_;
+  size_t maxElems_;
+  ReduceFn reduce_ = nullptr;
+  ReduceDivFn sumDivide_ = nullptr;
+  WaitContext ctx_;
+};
+
+}  // namespace loom

@@ -1,0 +1,284 @@
+// The public C API: argument checks, then the communicator and collective layers.  Every entry point
+// returns an error code with a message (loomGetLastError) for bad input; none of them trusts a handle
+// that is not a live communicator.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "algos/reduce_kernels.h"
+#include "core/collective.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/params.h"
+
+using namespace loom;
+
+namespace {
+
+#define LOOM_API_CHECK_COMM(comm, fn)                                                                      \
+  CommCall call_(comm);                                                                                    \
+  if (!call_.ok())                                                                                         \
+    return setError(loomInvalidArgument, "%s: comm %p is not a live communicator (NULL, destroyed or not " \
+                    "from loomCommInitRank)", fn, static_cast<const void*>(comm));                         \
+  if (comm->error != loomSuccess) return setError(comm->error, "%s: the communicator failed earlier: %s", fn, \
+                                                  comm->errorMessage.c_str())
+
+loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn) {
+  LOOM_CHECK(paramsCheck());
+  if (comm == nullptr) return setError(loomInvalidArgument, "%s: comm (the output pointer) is NULL", fn);
+  *comm = nullptr;
+  if (nranks < 1) return setError(loomInvalidArgument, "%s: nranks %d must be >= 1", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return setError(loomInvalidArgument, "%s: rank %d out of range [0, %d)", fn, rank, nranks);
+  if (config != nullptr) {
+    if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, commName) + sizeof(char*) ||
+        config->size > 4096)
+      return setError(loomInvalidArgument, "%s: config was not initialised with LOOM_CONFIG_INITIALIZER", fn);
+    if (config->blocking != LOOM_CONFIG_UNDEF_INT && config->blocking != 1)
+      return setError(loomInvalidUsage, "%s: config.blocking = %d: non-blocking communicators are not implemented "
+                      "yet", fn, config->blocking);
+  }
+  return loomSuccess;
+}
+
+loomResult_t checkBuffers(const void* sendbuff, const void* recvbuff, size_t sendBytes, size_t recvBytes,
+                          const char* fn) {
+  if (sendBytes > 0 && sendbuff == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
+  if (recvBytes > 0 && recvbuff == nullptr) return setError(loomInvalidArgument, "%s: recvbuff is NULL", fn);
+  return loomSuccess;
+}
+
+loomResult_t checkTypeOp(loomDataType_t type, loomRedOp_t op, bool needsOp, const char* fn) {
+  if (static_cast<int>(type) < 0 || type >= loomNumTypes)
+    return setError(loomInvalidArgument, "%s: datatype %d is not a loomDataType_t", fn, static_cast<int>(type));
+  if (needsOp && (static_cast<int>(op) < 0 || op >= loomNumOps))
+    return setError(loomInvalidArgument, "%s: op %d is not a loomRedOp_t", fn, static_cast<int>(op));
+  return loomSuccess;
+}
+
+loomResult_t checkCount(size_t count, loomDataType_t type, size_t multiplier, const char* fn, size_t* bytes) {
+  size_t es = typeSize(type);
+  if (count > SIZE_MAX / es / (multiplier ? multiplier : 1) || count * es > (size_t{1} << 62))
+    return setError(loomInvalidArgument, "%s: count %zu of %s overflows the address space (negative count cast to "
+                    "size_t?)", fn, count, typeName(type));
+  *bytes = count * es;
+  return loomSuccess;
+}
+
+loomResult_t checkStream(loomStream_t stream, const char* fn) {
+  if (stream != nullptr)
+    return setError(loomInvalidUsage, "%s: streams are not implemented yet; pass NULL (the call completes before "
+                    "it returns)", fn);
+  return loomSuccess;
+}
+
+loomResult_t notImplemented(const char* fn) {
+  return setError(loomInvalidUsage, "%s: not implemented yet", fn);
+}
+
+}  // namespace
+
+extern "C" {
+
+loomResult_t loomGetVersion(int* version) {
+  if (version == nullptr) return setError(loomInvalidArgument, "loomGetVersion: version is NULL");
+  *version = LOOM_VERSION_CODE;
+  return loomSuccess;
+}
+
+const char* loomGetErrorString(loomResult_t result) {
+  switch (result) {
+    case loomSuccess: return "no error";
+    case loomUnhandledCudaError: return "unhandled cuda error";
+    case loomSystemError: return "unhandled system error";
+    case loomInternalError: return "internal error";
+    case loomInvalidArgument: return "invalid argument";
+    case loomInvalidUsage: return "invalid usage";
+    case loomRemoteError: return "remote process exited or there was a network error";
+    case loomInProgress: return "operation in progress";
+    case loomTimeout: return "timeout";
+    default: return "unknown result code";
+  }
+}
+
+const char* loomGetLastError(loomComm_t) { return lastError(); }
+
+loomResult_t loomGetUniqueId(loomUniqueId* uniqueId) {
+  LOOM_CHECK(paramsCheck());
+  if (uniqueId == nullptr) return setError(loomInvalidArgument, "loomGetUniqueId: uniqueId is NULL");
+  UniqueIdData id{};
+  int fd = -1;
+  LOOM_CHECK(makeUniqueId(&id, &fd));
+  if (fd >= 0) LOOM_CHECK(startRoot(id, fd, static_cast<double>(params().TIMEOUT)));
+  encodeUniqueId(id, uniqueId);
+  return loomSuccess;
+}
+
+loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
+                                    loomConfig_t* config) {
+  LOOM_CHECK(checkInitArgs(comm, nranks, rank, config, "loomCommInitRank"));
+  UniqueIdData id{};
+  LOOM_CHECK(decodeUniqueId(commId, &id));
+  return commCreate(comm, nranks, id, rank, config);
+}
+
+loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank) {
+  return loomCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* /*devlist: host ranks ignore it*/) {
+  LOOM_CHECK(paramsCheck());
+  if (comms == nullptr) return setError(loomInvalidArgument, "loomCommInitAll: comms is NULL");
+  if (ndev < 1) return setError(loomInvalidArgument, "loomCommInitAll: ndev %d must be >= 1", ndev);
+  loomUniqueId uid;
+  LOOM_CHECK(loomGetUniqueId(&uid));
+  UniqueIdData id{};
+  LOOM_CHECK(decodeUniqueId(uid, &id));
+  std::vector<loomResult_t> results(ndev, loomSuccess);
+  std::vector<std::string> messages(ndev);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ndev; ++r) {
+    comms[r] = nullptr;
+    threads.emplace_back([&, r] {
+      results[r] = commCreate(&comms[r], ndev, id, r, nullptr);
+      messages[r] = lastError();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ndev; ++r) {
+    if (results[r] == loomSuccess) continue;
+    for (int k = 0; k < ndev; ++k)
+      if (comms[k] != nullptr) commFree(comms[k]), comms[k] = nullptr;
+    return setError(results[r], "loomCommInitAll: rank %d: %s", r, messages[r].c_str());
+  }
+  return loomSuccess;
+}
+
+loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config) {
+  if (newcomm == nullptr) return setError(loomInvalidArgument, "loomCommSplit: newcomm is NULL");
+  *newcomm = nullptr;
+  if (color < 0 && color != LOOM_SPLIT_NOCOLOR)
+    return setError(loomInvalidArgument, "loomCommSplit: color %d must be >= 0 or LOOM_SPLIT_NOCOLOR", color);
+  LOOM_API_CHECK_COMM(comm, "loomCommSplit");
+  if (config != nullptr) LOOM_CHECK(checkInitArgs(newcomm, 1, 0, config, "loomCommSplit"));
+
+  // Everyone learns everyone's (color, key); the first member of each color makes the new unique id.
+  struct Entry {
+    int32_t color, key;
+    UniqueIdData id;
+  };
+  std::vector<Entry> all(comm->nranks);
+  all[comm->rank].color = color;
+  all[comm->rank].key = key;
+  LOOM_CHECK(comm->fail(comm->bootstrap->allGather(all.data(), sizeof(Entry))));
+  std::vector<int> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (color != LOOM_SPLIT_NOCOLOR && all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
+  bool leader = !members.empty() && members[0] == comm->rank;
+  loomResult_t made = loomSuccess;
+  if (leader) {
+    int fd = -1;
+    made = makeUniqueId(&all[comm->rank].id, &fd);
+    if (made == loomSuccess && fd >= 0) made = startRoot(all[comm->rank].id, fd, comm->timeoutSec);
+  }
+  // Exchange the ids even if making ours failed, so no peer waits for us; then report.
+  LOOM_CHECK(comm->fail(comm->bootstrap->allGather(all.data(), sizeof(Entry))));
+  LOOM_CHECK(made);
+  if (color == LOOM_SPLIT_NOCOLOR) return loomSuccess;
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  cfg.timeoutSec = static_cast<int>(comm->timeoutSec);
+  return commCreate(newcomm, static_cast<int>(members.size()), all[members[0]].id, newRank,
+                    config != nullptr ? config : &cfg);
+}
+
+loomResult_t loomCommDestroy(loomComm_t comm) {
+  {
+    CommCall call(comm);
+    if (!call.ok()) return setError(loomInvalidArgument, "loomCommDestroy: comm %p is not a live communicator",
+                                    static_cast<void*>(comm));
+  }
+  commFree(comm);
+  return loomSuccess;
+}
+
+loomResult_t loomCommAbort(loomComm_t comm) {
+  {
+    CommCall call(comm);
+    if (!call.ok()) return setError(loomInvalidArgument, "loomCommAbort: comm %p is not a live communicator",
+                                    static_cast<void*>(comm));
+    comm->abortFlag.store(true);
+  }
+  commFree(comm);
+  return loomSuccess;
+}
+
+loomResult_t loomCommCount(const loomComm_t comm, int* count) {
+  if (count == nullptr) return setError(loomInvalidArgument, "loomCommCount: count is NULL");
+  CommCall call(comm);
+  if (!call.ok()) return setError(loomInvalidArgument, "loomCommCount: comm is not a live communicator");
+  *count = comm->nranks;
+  return loomSuccess;
+}
+
+loomResult_t loomCommUserRank(const loomComm_t comm, int* rank) {
+  if (rank == nullptr) return setError(loomInvalidArgument, "loomCommUserRank: rank is NULL");
+  CommCall call(comm);
+  if (!call.ok()) return setError(loomInvalidArgument, "loomCommUserRank: comm is not a live communicator");
+  *rank = comm->rank;
+  return loomSuccess;
+}
+
+loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
+  if (asyncError == nullptr) return setError(loomInvalidArgument, "loomCommGetAsyncError: asyncError is NULL");
+  CommCall call(comm);
+  if (!call.ok()) return setError(loomInvalidArgument, "loomCommGetAsyncError: comm is not a live communicator");
+  *asyncError = comm->error;
+  return loomSuccess;
+}
+
+loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                           loomRedOp_t op, loomComm_t comm, loomStream_t stream) {
+  const char* fn = "loomAllReduce";
+  LOOM_API_CHECK_COMM(comm, fn);
+  LOOM_CHECK(checkStream(stream, fn));
+  LOOM_CHECK(checkTypeOp(datatype, op, true, fn));
+  size_t bytes = 0;
+  LOOM_CHECK(checkCount(count, datatype, 1, fn, &bytes));
+  LOOM_CHECK(checkBuffers(sendbuff, recvbuff, bytes, bytes, fn));
+  const char* s = static_cast<const char*>(sendbuff);
+  const char* r = static_cast<const char*>(recvbuff);
+  if (s != r && s < r + bytes && r < s + bytes)
+    return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being equal (in-place means "
+                    "sendbuff == recvbuff)", fn);
+  if (count == 0) return loomSuccess;
+  return comm->fail(runCollective(comm, CollArgs{CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, -1}));
+}
+
+loomResult_t loomBroadcast(const void*, void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
+  return notImplemented("loomBroadcast");
+}
+loomResult_t loomReduce(const void*, void*, size_t, loomDataType_t, loomRedOp_t, int, loomComm_t, loomStream_t) {
+  return notImplemented("loomReduce");
+}
+loomResult_t loomAllGather(const void*, void*, size_t, loomDataType_t, loomComm_t, loomStream_t) {
+  return notImplemented("loomAllGather");
+}
+loomResult_t loomReduceScatter(const void*, void*, size_t, loomDataType_t, loomRedOp_t, loomComm_t, loomStream_t) {
+  return notImplemented("loomReduceScatter");
+}
+loomResult_t loomAllToAll(const void*, void*, size_t, loomDataType_t, loomComm_t, loomStream_t) {
+  return notImplemented("loomAllToAll");
+}
+loomResult_t loomSend(const void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
+  return notImplemented("loomSend");
+}
+loomResult_t loomRecv(void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
+  return notImplemented("loomRecv");
+}
+loomResult_t loomGroupStart(void) { return notImplemented("loomGroupStart"); }
+loomResult_t loomGroupEnd(void) { return notImplemented("loomGroupEnd"); }
+
+}  // extern "C"

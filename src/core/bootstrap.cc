@@ -1,0 +1,342 @@
+#include "core/bootstrap.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x4c4d4253;  // "LMBS"
+// A connection that has not delivered its frame header within this long is dropped: a slow or hostile
+// client cannot hold up the rank that accepted it.
+constexpr double kHeaderSeconds = 5.0;
+
+struct HelloPayload {
+  int32_t rank;
+  int32_t nranks;
+  PackedAddress listen;
+};
+
+bool secretsEqual(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;  // constant time
+  for (int i = 0; i < kSecretBytes; ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+FrameHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int tag, uint64_t len) {
+  FrameHeader h{};
+  h.magic = kFrameMagic;
+  h.type = static_cast<uint16_t>(type);
+  std::memcpy(h.secret, id.secret, kSecretBytes);
+  h.from = from;
+  h.tag = tag;
+  h.length = len;
+  return h;
+}
+
+Deadline earlier(const Deadline& a, double seconds) {
+  Deadline b = Deadline::afterSeconds(seconds);
+  return a.remainingMs(1 << 30) < b.remainingMs(1 << 30) ? a : b;
+}
+
+}  // namespace
+
+bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
+  if (h.magic != kFrameMagic) return *why = "bad magic", false;
+  if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
+  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::RingData))
+    return *why = "unknown frame type " + std::to_string(h.type), false;
+  if (h.from < 0 || (nranks > 0 && h.from >= nranks)) return *why = "sender rank out of range", false;
+  if (h.length > kMaxFrameBytes) return *why = "frame length " + std::to_string(h.length) + " above limit", false;
+  return true;
+}
+
+// ---- root ----
+
+void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
+  Deadline deadline = Deadline::afterSeconds(timeoutSec);
+  int nranks = -1, joined = 0;
+  std::vector<int> fds;
+  std::vector<PackedAddress> table;
+  while (nranks < 0 || joined < nranks) {
+    int fd = -1;
+    if (acceptSocket(listenFd, deadline, nullptr, &fd) != loomSuccess || fd < 0) {
+      LOOM_WARN(kBootstrap, "bootstrap root: only %d of %d ranks joined within LOOM_TIMEOUT; giving up", joined,
+                nranks);
+      break;
+    }
+    FrameHeader h{};
+    HelloPayload hello{};
+    Deadline hd = earlier(deadline, kHeaderSeconds);
+    std::string why;
+    if (recvAll(fd, &h, sizeof(h), hd, nullptr, "bootstrap root: read hello") != loomSuccess ||
+        !validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
+        h.length != sizeof(hello) || recvAll(fd, &hello, sizeof(hello), hd, nullptr, "bootstrap root") != loomSuccess) {
+      LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)",
+                why.empty() ? "bad type, length or truncated" : why.c_str());
+      close(fd);
+      continue;
+    }
+    if (nranks < 0) {
+      if (hello.nranks < 1) {
+        close(fd);
+        continue;
+      }
+      nranks = hello.nranks;
+      fds.assign(nranks, -1);
+      table.assign(nranks, PackedAddress{});
+    }
+    if (hello.nranks != nranks || hello.rank < 0 || hello.rank >= nranks || fds[hello.rank] >= 0) {
+      LOOM_WARN(kBootstrap, "bootstrap root: rank %d/%d conflicts with the job (nranks %d, or that rank already "
+                "joined); dropped", hello.rank, hello.nranks, nranks);
+      close(fd);
+      continue;
+    }
+    fds[hello.rank] = fd;
+    table[hello.rank] = hello.listen;
+    ++joined;
+  }
+  if (nranks > 0 && joined == nranks) {
+    for (int r = 0; r < nranks; ++r) {
+      FrameHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
+      if (sendAll(fds[r], &h, sizeof(h), deadline, nullptr, "bootstrap root: send table") != loomSuccess ||
+          sendAll(fds[r], table.data(), h.length, deadline, nullptr, "bootstrap root: send table") != loomSuccess)
+        LOOM_WARN(kBootstrap, "bootstrap root: could not send the table to rank %d", r);
+    }
+  }
+  for (int& fd : fds) closeSocket(&fd);
+  close(listenFd);
+}
+
+// ---- rank side ----
+
+loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
+                               const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->id_ = id;
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->timeoutSec_ = timeoutSec;
+  b->abort_ = abort;
+  Deadline d = b->deadline();
+
+  // Our listener, on the interface that reaches the root's network (same selection rules).
+  SocketAddress me{};
+  std::string iface;
+  LOOM_CHECK(findInterfaceAddress(&me, &iface));
+  reinterpret_cast<sockaddr_in*>(&me.storage)->sin_port = 0;
+  LOOM_CHECK(listenSocket(&me, &b->listenFd_));
+
+  SocketAddress root = id.root.unpack();
+  int fd = -1;
+  loomResult_t r = connectSocket(root, d, abort, &fd);
+  if (r != loomSuccess)
+    return setError(r, "rank %d could not reach the bootstrap root at %s: %s", rank, root.toString().c_str(),
+                    lastError());
+  HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
+  r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
+  FrameHeader h{};
+  if (r == loomSuccess) r = b->readHeader(fd, d, "bootstrap: waiting for the root's table", &h);
+  if (r == loomSuccess && (h.type != static_cast<uint16_t>(FrameType::Table) ||
+                           h.length != static_cast<uint64_t>(nranks) * sizeof(PackedAddress)))
+    r = setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
+                 "ranks pass the same nranks?", static_cast<unsigned long long>(h.length), nranks);
+  if (r == loomSuccess) {
+    b->peers_.resize(nranks);
+    r = recvAll(fd, b->peers_.data(), h.length, d, abort, "bootstrap: read table");
+  }
+  closeSocket(&fd);
+  if (r != loomSuccess) return r;
+  LOOM_INFO(kBootstrap, "rank %d/%d listens on %s (%s), root %s", rank, nranks, me.toString().c_str(), iface.c_str(),
+            root.toString().c_str());
+
+  if (nranks > 1) {
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    LOOM_CHECK(connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_));
+    LOOM_CHECK(b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello"));
+    while (b->ringRecvFd_ < 0) {
+      for (auto it = b->unexpected_.begin(); it != b->unexpected_.end(); ++it) {
+        if (it->type == FrameType::Ring && it->from == prev) {
+          b->ringRecvFd_ = it->fd;
+          b->unexpected_.erase(it);
+          break;
+        }
+      }
+      if (b->ringRecvFd_ < 0) LOOM_CHECK(b->acceptOne(d));
+    }
+  }
+  *out = std::move(b);
+  return loomSuccess;
+}
+
+Bootstrap::~Bootstrap() {
+  closeSocket(&listenFd_);
+  closeSocket(&ringSendFd_);
+  closeSocket(&ringRecvFd_);
+  for (auto& m : unexpected_) closeSocket(&m.fd);
+}
+
+std::string Bootstrap::peerAddress(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return "?";
+  return peers_[peer].unpack().toString();
+}
+
+loomResult_t Bootstrap::writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
+                                   const char* what) {
+  FrameHeader h = makeHeader(id_, type, rank_, tag, len);
+  LOOM_CHECK(sendAll(fd, &h, sizeof(h), d, abort_, what));
+  if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, abort_, what));
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, FrameHeader* h) {
+  LOOM_CHECK(recvAll(fd, h, sizeof(*h), d, abort_, what));
+  std::string why;
+  if (!validateFrameHeader(*h, id_.secret, nranks_, &why))
+    return setError(loomRemoteError, "%s: invalid frame (%s)", what, why.c_str());
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::acceptOne(const Deadline& d) {
+  for (;;) {
+    int fd = -1;
+    LOOM_CHECK(acceptSocket(listenFd_, d, abort_, &fd));
+    if (fd < 0) return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a peer to connect", rank_);
+    FrameHeader h{};
+    Deadline hd = earlier(d, kHeaderSeconds);
+    std::string why;
+    // A bad connection is logged and dropped, never an error of ours: it may be a port scanner or an
+    // old job, and the communicator being built must not be disturbed by it.
+    if (recvAll(fd, &h, sizeof(h), hd, abort_, "bootstrap: read frame") != loomSuccess ||
+        !validateFrameHeader(h, id_.secret, nranks_, &why) ||
+        (h.type != static_cast<uint16_t>(FrameType::Ring) && h.type != static_cast<uint16_t>(FrameType::P2p))) {
+      LOOM_WARN(kBootstrap, "rank %d: dropped an incoming bootstrap connection: %s", rank_,
+                why.empty() ? "truncated or unexpected frame" : why.c_str());
+      close(fd);
+      if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap: communicator aborted");
+      continue;
+    }
+    Message m{static_cast<FrameType>(h.type), h.from, h.tag, {}, -1};
+    if (m.type == FrameType::Ring) {
+      m.fd = fd;
+    } else {
+      m.payload.resize(h.length);
+      loomResult_t r = recvAll(fd, m.payload.data(), h.length, hd, abort_, "bootstrap: read message");
+      close(fd);
+      if (r != loomSuccess) {
+        LOOM_WARN(kBootstrap, "rank %d: dropped a truncated message from rank %d", rank_, h.from);
+        continue;
+      }
+    }
+    unexpected_.push_back(std::move(m));
+    return loomSuccess;
+  }
+}
+
+loomResult_t Bootstrap::send(int peer, int tag, const void* data, size_t len) {
+  Deadline d = deadline();
+  int fd = -1;
+  loomResult_t r = connectSocket(peers_[peer].unpack(), d, abort_, &fd);
+  if (r != loomSuccess)
+    return setError(r, "bootstrap: rank %d cannot reach rank %d at %s", rank_, peer, peerAddress(peer).c_str());
+  r = writeFrame(fd, FrameType::P2p, tag, data, len, d, "bootstrap: send");
+  closeSocket(&fd);
+  return r;
+}
+
+loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len) {
+  Deadline d = deadline();
+  for (;;) {
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if (it->type != FrameType::P2p || it->from != peer || it->tag != tag) continue;
+      if (it->payload.size() != len)
+        return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu",
+                        rank_, len, peer, tag, it->payload.size());
+      if (len > 0) std::memcpy(data, it->payload.data(), len);
+      unexpected_.erase(it);
+      return loomSuccess;
+    }
+    loomResult_t r = acceptOne(d);
+    if (r == loomTimeout)
+      return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a message from rank %d (%s)", rank_,
+                      peer, peerAddress(peer).c_str());
+    LOOM_CHECK(r);
+  }
+}
+
+loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  if (nranks_ == 1) return loomSuccess;
+  char* base = static_cast<char*>(data);
+  Deadline d = deadline();
+  int prev = (rank_ + nranks_ - 1) % nranks_;
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    int sendSlot = (rank_ - step + nranks_) % nranks_;
+    int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
+    int tag = static_cast<int>(ringSeq_++ & 0x7fffffff);
+    // Send and receive at once so that large slots cannot deadlock the ring on full socket buffers.
+    FrameHeader sh = makeHeader(id_, FrameType::RingData, rank_, tag, bytesPerRank), rh{};
+    struct Io {
+      char* p;
+      size_t left;
+    } out[2] = {{reinterpret_cast<char*>(&sh), sizeof(sh)}, {base + sendSlot * bytesPerRank, bytesPerRank}},
+      in[2] = {{reinterpret_cast<char*>(&rh), sizeof(rh)}, {base + recvSlot * bytesPerRank, bytesPerRank}};
+    int oi = 0, ii = 0;
+    while (oi < 2 || ii < 2) {
+      while (oi < 2 && out[oi].left == 0) ++oi;
+      while (ii < 2 && in[ii].left == 0) {
+        if (++ii == 1) {  // header complete: check it before trusting the payload
+          std::string why;
+          if (!validateFrameHeader(rh, id_.secret, nranks_, &why) || rh.from != prev ||
+              rh.type != static_cast<uint16_t>(FrameType::RingData) || rh.tag != tag || rh.length != bytesPerRank)
+            return setError(loomInvalidUsage, "bootstrap allgather: rank %d got a bad frame from rank %d (%s); do "
+                            "all ranks call the same collective?", rank_, prev, why.empty() ? "size or sequence" : why.c_str());
+        }
+      }
+      if (oi == 2 && ii == 2) break;
+      pollfd p[2];
+      int np = 0;
+      if (oi < 2) p[np++] = {ringSendFd_, POLLOUT, 0};
+      if (ii < 2) p[np++] = {ringRecvFd_, POLLIN, 0};
+      if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap allgather: communicator aborted");
+      int rc = poll(p, np, d.remainingMs(100));
+      if (rc < 0 && errno != EINTR) return setError(loomSystemError, "bootstrap allgather: poll: %s", strerror(errno));
+      if (rc <= 0) {
+        if (d.expired())
+          return setError(loomTimeout, "bootstrap allgather: rank %d waited LOOM_TIMEOUT on rank %d (%s)", rank_,
+                          prev, peerAddress(prev).c_str());
+        continue;
+      }
+      for (int k = 0; k < np; ++k) {
+        if (p[k].revents == 0) continue;
+        if (p[k].fd == ringSendFd_ && oi < 2) {
+          ssize_t n = ::send(ringSendFd_, out[oi].p, out[oi].left, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (n > 0) out[oi].p += n, out[oi].left -= static_cast<size_t>(n);
+          else if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return setError(loomRemoteError, "bootstrap allgather: rank %d lost its connection to rank %d: %s", rank_,
+                            (rank_ + 1) % nranks_, strerror(errno));
+        } else if (p[k].fd == ringRecvFd_ && ii < 2) {
+          ssize_t n = ::recv(ringRecvFd_, in[ii].p, in[ii].left, MSG_DONTWAIT);
+          if (n > 0) in[ii].p += n, in[ii].left -= static_cast<size_t>(n);
+          else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return setError(loomRemoteError, "bootstrap allgather: rank %d (%s) closed its connection to rank %d",
+                            prev, peerAddress(prev).c_str(), rank_);
+        }
+      }
+    }
+  }
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::barrier() {
+  std::vector<char> dummy(nranks_);
+  return allGather(dummy.data(), 1);
+}
+
+}  // namespace loom

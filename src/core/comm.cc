@@ -1,0 +1,250 @@
+#include "core/comm.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/registry.h"
+
+namespace loom {
+
+namespace {
+
+std::mutex gRegistryMutex;
+std::set<loomComm*>& registry() {
+  static auto* s = new std::set<loomComm*>();
+  return *s;
+}
+
+uint64_t namespaceInode(const char* path) {
+  struct stat st {};
+  return stat(path, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// Ranks share a host when they share a kernel boot and a network namespace (ranks in different network
+// namespaces are treated as different hosts: that is how containers and the test hosts look).
+uint64_t hostIdentity(const char* hostName) {
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  uint64_t h = hashBytes(hostName, std::strlen(hostName));
+  h = hashBytes(bootId.data(), bootId.size(), h);
+  uint64_t netns = namespaceInode("/proc/self/ns/net");
+  return hashBytes(&netns, sizeof(netns), h);
+}
+
+PeerInfo localPeerInfo(int rank) {
+  PeerInfo p{};
+  p.rank = rank;
+  p.pid = static_cast<int32_t>(getpid());
+  gethostname(p.hostName, sizeof(p.hostName) - 1);
+  p.hostHash = hostIdentity(p.hostName);
+  p.pidNamespace = namespaceInode("/proc/self/ns/pid");
+  p.cpuCount = static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  return p;
+}
+
+struct ConnectMessage {
+  uint32_t transportIndex;
+  uint32_t channel;
+  ConnectInfo info;
+};
+
+}  // namespace
+
+loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec) {
+  try {
+    std::thread(runBootstrapRoot, listenFd, id, timeoutSec).detach();
+  } catch (const std::exception& e) {
+    close(listenFd);
+    return setError(loomSystemError, "cannot start the bootstrap root thread: %s", e.what());
+  }
+  return loomSuccess;
+}
+
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config) {
+  auto comm = std::make_unique<loomComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutSec = static_cast<double>(params().TIMEOUT);
+  if (config != nullptr && config->timeoutSec != LOOM_CONFIG_UNDEF_INT) comm->timeoutSec = config->timeoutSec;
+  if (comm->timeoutSec <= 0)
+    return setError(loomInvalidArgument, "timeout must be positive (LOOM_TIMEOUT or config.timeoutSec), got %g",
+                    comm->timeoutSec);
+  if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
+  comm->key = hashBytes(id.secret, sizeof(id.secret));
+  setLogRank(rank);
+
+  if (id.rootInRank0 && rank == 0) {
+    SocketAddress addr = id.root.unpack();
+    int fd = -1;
+    loomResult_t r = listenSocket(&addr, &fd);
+    if (r != loomSuccess)
+      return setError(r, "rank 0 cannot listen on LOOM_COMM_ID=%s: %s", params().COMM_ID.c_str(), lastError());
+    LOOM_CHECK(startRoot(id, fd, comm->timeoutSec));
+  }
+  LOOM_CHECK(Bootstrap::create(id, rank, nranks, comm->timeoutSec, &comm->abortFlag, &comm->bootstrap));
+
+  comm->peers.resize(nranks);
+  comm->peers[rank] = localPeerInfo(rank);
+  LOOM_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  for (int r = 0; r < nranks; ++r) {
+    if (comm->peers[r].rank != r)
+      return setError(loomInternalError, "bootstrap allgather: slot %d holds rank %d", r, comm->peers[r].rank);
+    comm->peers[r].hostName[sizeof(comm->peers[r].hostName) - 1] = '\0';
+  }
+  comm->localRanks = static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.hostHash == comm->peers[rank].hostHash;
+  }));
+  setLocalRanksPerCore(comm->localRanks);
+  comm->connections.resize(1);
+  comm->connections[0].resize(nranks);
+  LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
+            comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
+  *out = comm.release();
+  registerComm(*out);
+  return loomSuccess;
+}
+
+void commFree(loomComm* comm) {
+  unregisterComm(comm);
+  comm->abortFlag.store(true);
+  // Calls still running on other threads see the abort flag within one wait slice (100 ms).
+  for (int i = 0; comm->activeCalls.load() > 0 && i < 5000; ++i) usleep(1000);
+  delete comm;
+}
+
+CommCall::CommCall(loomComm* comm) : comm_(nullptr) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  if (comm != nullptr && registry().count(comm)) {
+    comm->activeCalls.fetch_add(1);
+    comm_ = comm;
+    setLogRank(comm->rank);
+  }
+}
+
+CommCall::~CommCall() {
+  if (comm_ != nullptr) comm_->activeCalls.fetch_sub(1);
+}
+
+void registerComm(loomComm* comm) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  registry().insert(comm);
+}
+
+void unregisterComm(loomComm* comm) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  registry().erase(comm);
+}
+
+namespace {
+// Liveness probe run between sleeps: a same-host peer whose process is gone will never answer.
+loomResult_t probePeer(const void* arg, int peer) {
+  const auto* comm = static_cast<const loomComm*>(arg);
+  if (peer < 0 || peer >= comm->nranks) return loomSuccess;
+  const PeerInfo& me = comm->peers[comm->rank];
+  const PeerInfo& p = comm->peers[peer];
+  if (p.hostHash == me.hostHash && p.pidNamespace == me.pidNamespace && p.pid != me.pid && kill(p.pid, 0) != 0 &&
+      errno == ESRCH)
+    return setError(loomRemoteError, "%s exited or was killed", comm->describe(peer).c_str());
+  return loomSuccess;
+}
+}  // namespace
+
+}  // namespace loom
+
+using namespace loom;
+
+loomResult_t loomComm::fail(loomResult_t code) {
+  if (code != loomSuccess && error == loomSuccess) {
+    error = code;
+    errorMessage = lastError();
+  }
+  return code;
+}
+
+std::string loomComm::describe(int peer) const {
+  if (peer < 0 || peer >= nranks) return "rank ?";
+  return "rank " + std::to_string(peer) + " (host " + peers[peer].hostName + ", pid " +
+         std::to_string(peers[peer].pid) + ")";
+}
+
+WaitContext loomComm::waitContext(const char* what) const {
+  WaitContext ctx;
+  ctx.deadline = Deadline::afterSeconds(timeoutSec);
+  ctx.abort = &abortFlag;
+  ctx.probe = probePeer;
+  ctx.probeArg = this;
+  ctx.describePeer = [](const void* arg, int peer) { return static_cast<const loomComm*>(arg)->describe(peer); };
+  ctx.what = what;
+  return ctx;
+}
+
+loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
+  if (channel >= static_cast<int>(connections.size())) connections.resize(channel + 1);
+  auto& row = connections[channel];
+  row.resize(nranks);
+  std::vector<int> todo;
+  for (int p : wanted)
+    if (p != rank && !row[p].connected() && std::find(todo.begin(), todo.end(), p) == todo.end()) todo.push_back(p);
+  if (todo.empty()) return loomSuccess;
+
+  const auto& all = transports();
+  // Phase 1: build our receiving side for every peer and tell each peer how to reach it.
+  for (int p : todo) {
+    int best = -1;
+    TransportEstimate bestEst;
+    std::string why, bestWhy;
+    for (size_t t = 0; t < all.size(); ++t) {
+      TransportEstimate est;
+      std::string reason;
+      bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
+      why += (why.empty() ? "" : "; ") + reason;
+      if (ok && (best < 0 || est.bandwidthGBs > bestEst.bandwidthGBs)) {
+        best = static_cast<int>(t);
+        bestEst = est;
+        bestWhy = reason;
+      }
+    }
+    if (best < 0)
+      return fail(setError(loomSystemError, "no transport reaches %s from rank %d: %s", describe(p).c_str(), rank,
+                           why.c_str()));
+    LOOM_INFO(kTransport, "rank %d -> %s channel %d: %s (%s; est. %.1f GB/s, %.1f us)", rank, describe(p).c_str(),
+              channel, all[best]->name(), bestWhy.c_str(), bestEst.bandwidthGBs, bestEst.latencyUs);
+    ConnectRequest req{rank, p, channel, key, &peers[rank], &peers[p]};
+    ConnectMessage msg{};
+    msg.transportIndex = static_cast<uint32_t>(best);
+    msg.channel = static_cast<uint32_t>(channel);
+    row[p].transport = all[best];
+    loomResult_t r = all[best]->createRecv(req, &msg.info, &row[p].recv);
+    if (r == loomSuccess) r = bootstrap->send(p, 1000 + channel, &msg, sizeof(msg));
+    if (r != loomSuccess) {
+      row[p] = Connection();
+      return fail(r);
+    }
+  }
+  // Phase 2: attach to every peer's receiving side.
+  for (int p : todo) {
+    ConnectMessage msg{};
+    loomResult_t r = bootstrap->recv(p, 1000 + channel, &msg, sizeof(msg));
+    if (r == loomSuccess && (msg.transportIndex >= all.size() || all[msg.transportIndex] != row[p].transport))
+      r = setError(loomInternalError, "rank %d and %s chose different transports", rank, describe(p).c_str());
+    if (r == loomSuccess) {
+      ConnectRequest req{rank, p, channel, key, &peers[rank], &peers[p]};
+      r = row[p].transport->connectSend(req, msg.info, &row[p].send);
+    }
+    if (r != loomSuccess) {
+      row[p] = Connection();
+      return fail(r);
+    }
+  }
+  return loomSuccess;
+}

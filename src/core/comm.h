@@ -1,0 +1,78 @@
+// The communicator: who the ranks are (bootstrap + peer table), the connections to peers (one per peer
+// and channel, each made by whichever transport gives the best estimate), and the error state.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/error.h"
+#include "transport/transport.h"
+
+namespace loom {
+
+struct Connection {
+  Transport* transport = nullptr;
+  std::unique_ptr<SendQueue> send;
+  std::unique_ptr<RecvQueue> recv;
+  bool connected() const { return transport != nullptr; }
+};
+
+// Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config);
+// Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.
+void commFree(loomComm* comm);
+
+// Starts the bootstrap root of a new id on a detached thread.
+loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec);
+
+// Registry of live communicators: API entry points validate handles against it, so a destroyed or bogus
+// handle is loomInvalidArgument rather than a crash.  A CommCall pins the communicator for one call.
+class CommCall {
+ public:
+  explicit CommCall(loomComm* comm);  // comm stays valid while the CommCall lives, if ok()
+  ~CommCall();
+  bool ok() const { return comm_ != nullptr; }
+
+ private:
+  loomComm* comm_;
+};
+void registerComm(loomComm* comm);
+void unregisterComm(loomComm* comm);  // after this, new CommCalls on comm fail
+
+}  // namespace loom
+
+struct loomComm {
+  int rank = 0;
+  int nranks = 0;
+  double timeoutSec = 0;
+  std::string name;
+  uint64_t key = 0;  // names this communicator's shared resources (from the unique id's secret)
+  std::unique_ptr<loom::Bootstrap> bootstrap;
+  std::vector<loom::PeerInfo> peers;
+  int localRanks = 1;  // ranks on this rank's host, itself included
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> activeCalls{0};
+
+  // [channel][peer]
+  std::vector<std::vector<loom::Connection>> connections;
+
+  // The first failure that broke the communicator; every later call returns it.
+  loomResult_t error = loomSuccess;
+  std::string errorMessage;
+
+  // Connects (both directions) to every listed peer not connected yet on `channel`.  Collective between
+  // each pair: both ranks of a pair must list each other at the same point of their call sequence.
+  loomResult_t connect(const std::vector<int>& peers, int channel);
+  loom::Connection& connection(int peer, int channel) { return connections[channel][peer]; }
+
+  // Records a failure as the communicator's error (first one wins) and returns it.
+  loomResult_t fail(loomResult_t code);
+  // "rank 3 (host hostname, pid 1234)" for messages.
+  std::string describe(int peer) const;
+  // Wait context for a blocking operation on this communicator (deadline = now + timeout).
+  loom::WaitContext waitContext(const char* what) const;
+};

@@ -1,0 +1,45 @@
+// Errors: every internal function returns loomResult_t; the place that detects a failure calls
+// setError(), which records a one-line reason for loomGetLastError() and logs it at WARN.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "loom.h"
+
+namespace loom {
+
+loomResult_t setError(loomResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// The last message recorded by this thread.
+const char* lastError();
+void clearLastError();
+
+// A point in time after which a wait gives up with loomTimeout.
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static Deadline afterSeconds(double s) {
+    Deadline d;
+    d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+    return d;
+  }
+  bool expired() const { return Clock::now() >= at_; }
+  // Milliseconds left, clamped to [0, cap].
+  int remainingMs(int cap) const {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    if (ms < 0) return 0;
+    return ms > cap ? cap : static_cast<int>(ms);
+  }
+
+ private:
+  Clock::time_point at_{};
+};
+
+}  // namespace loom
+
+// Propagates a failure (whose message was already set) to the caller.
+#define LOOM_CHECK(expr)                       \
+  do {                                         \
+    loomResult_t loom_r_ = (expr);             \
+    if (loom_r_ != loomSuccess) return loom_r_; \
+  } while (0)

@@ -1,0 +1,117 @@
+#include "core/params.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace loom {
+
+namespace {
+
+const ParamSpec kTable[] = {
+#define LOOM_PARAM_SPEC(name, type, def, help) {#name, ParamType::type, def, help},
+    LOOM_PARAM_LIST(LOOM_PARAM_SPEC)
+#undef LOOM_PARAM_SPEC
+};
+constexpr int kCount = sizeof(kTable) / sizeof(kTable[0]);
+
+struct Loaded {
+  Params values;
+  std::string error;  // first malformed variable, empty when all parsed
+};
+
+void assign(int64_t* field, ParamType type, const char* name, const char* def, std::string* error) {
+  std::string why;
+  const char* env = std::getenv((std::string("LOOM_") + name).c_str());
+  parseParamValue(type, def, field, &why);  // defaults are well-formed by construction (tested)
+  if (env == nullptr || *env == '\0') return;
+  int64_t v = 0;
+  if (parseParamValue(type, env, &v, &why)) {
+    *field = v;
+  } else if (error->empty()) {
+    *error = std::string("LOOM_") + name + "=\"" + env + "\": " + why;
+  }
+}
+
+void assign(std::string* field, ParamType, const char* name, const char* def, std::string*) {
+  const char* env = std::getenv((std::string("LOOM_") + name).c_str());
+  *field = (env != nullptr && *env != '\0') ? env : def;
+}
+
+const Loaded& loaded() {
+  static Loaded* l = [] {
+    auto* r = new Loaded();
+#define LOOM_PARAM_LOAD(name, type, def, help) assign(&r->values.name, ParamType::type, #name, def, &r->error);
+    LOOM_PARAM_LIST(LOOM_PARAM_LOAD)
+#undef LOOM_PARAM_LOAD
+    return r;
+  }();
+  return *l;
+}
+
+}  // namespace
+
+bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string* why) {
+  if (type == ParamType::String) return true;
+  if (text == nullptr || *text == '\0') {
+    *why = "empty value";
+    return false;
+  }
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  if (end == text || errno == ERANGE) {
+    *why = "not a number";
+    return false;
+  }
+  if (type == ParamType::Size && *end != '\0') {
+    long long mult = 1;
+    switch (*end) {
+      case 'k': case 'K': mult = 1LL << 10; break;
+      case 'm': case 'M': mult = 1LL << 20; break;
+      case 'g': case 'G': mult = 1LL << 30; break;
+      default: *why = "unknown size suffix (use K, M or G)"; return false;
+    }
+    ++end;
+    if (*end == 'B' || *end == 'b') ++end;
+    if (v < 0 || v > (INT64_MAX / mult)) {
+      *why = "size out of range";
+      return false;
+    }
+    v *= mult;
+  }
+  if (*end != '\0') {
+    *why = "trailing characters after the number";
+    return false;
+  }
+  if (type == ParamType::Size && v < 0) {
+    *why = "a size cannot be negative";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+const Params& params() { return loaded().values; }
+
+loomResult_t paramsCheck() {
+  const Loaded& l = loaded();
+  if (!l.error.empty()) return setError(loomInvalidArgument, "bad environment parameter %s", l.error.c_str());
+  return loomSuccess;
+}
+
+const ParamSpec* paramTable(int* count) {
+  *count = kCount;
+  return kTable;
+}
+
+std::string paramEnvText(int i) {
+  if (i < 0 || i >= kCount) return "";
+  const char* env = std::getenv((std::string("LOOM_") + kTable[i].name).c_str());
+  return env ? env : "<unset>";
+}
+
+}  // namespace loom

@@ -1,0 +1,62 @@
+// Every LOOM_* environment parameter, declared once, one line each: name, type, default, help.
+// loom-info prints this table; nothing else in the code calls getenv() for a LOOM_ variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom.h"
+
+namespace loom {
+
+// X(NAME, TYPE, DEFAULT, HELP): the environment variable is LOOM_<NAME>.
+// TYPE is Int (signed decimal), Size (bytes, optional K/M/G suffix) or String.
+#define LOOM_PARAM_LIST(X)                                                                                          \
+  X(DEBUG, String, "WARN", "log level: NONE, WARN, INFO or TRACE")                                                  \
+  X(DEBUG_SUBSYS, String, "ALL",                                                                                    \
+    "subsystems to log, comma separated: INIT,BOOTSTRAP,TRANSPORT,COLL,ALGO,TOPO,NET,ENV or ALL; ^ excludes")        \
+  X(DEBUG_FILE, String, "", "write log lines to this file instead of stderr; %h is the host name, %p the pid")      \
+  X(TIMEOUT, Int, "300", "seconds any blocking wait (bootstrap, connect, collective) may last before loomTimeout")   \
+  X(COMM_ID, String, "", "host:port where the bootstrap root listens; rank 0 listens there (for launchers)")         \
+  X(SOCKET_IFNAME, String, "",                                                                                      \
+    "interfaces for bootstrap sockets: comma list of name prefixes, ^ excludes, = exact; default first non-lo up")   \
+  X(SOCKET_FAMILY, String, "", "AF_INET or AF_INET6 to force the bootstrap address family")                          \
+  X(SHM_SLOT_SIZE, Size, "256K", "bytes per slot of a shared-memory FIFO: the pipelining chunk between two ranks")  \
+  X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64)")                                                   \
+  X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it sleeps; -1 = automatic (less when ranks > cores)") \
+  X(SIMD, String, "auto", "reduction kernels: auto, avx2 or generic")
+
+enum class ParamType { Int, Size, String };
+
+struct ParamSpec {
+  const char* name;  // without the LOOM_ prefix
+  ParamType type;
+  const char* defaultValue;
+  const char* help;
+};
+
+// The parsed values, one field per parameter (Int and Size are int64_t).
+struct Params {
+#define LOOM_PARAM_FIELD_Int int64_t
+#define LOOM_PARAM_FIELD_Size int64_t
+#define LOOM_PARAM_FIELD_String std::string
+#define LOOM_PARAM_DECLARE(name, type, def, help) LOOM_PARAM_FIELD_##type name;
+  LOOM_PARAM_LIST(LOOM_PARAM_DECLARE)
+#undef LOOM_PARAM_DECLARE
+};
+
+// Parsed once per process from the environment.  A malformed value keeps the default and is reported
+// by paramsCheck(), which every communicator init calls so that the user gets loomInvalidArgument.
+const Params& params();
+loomResult_t paramsCheck();
+
+// The table, for loom-info.
+const ParamSpec* paramTable(int* count);
+// Current value of table entry i as text ("<unset>" where the environment does not set it).
+std::string paramEnvText(int i);
+
+// Parses one value of the given type; returns false (and a reason) for malformed input.
+// Exposed for tests and the fuzzer.
+bool parseParamValue(ParamType type, const char* text, int64_t* intOut, std::string* why);
+
+}  // namespace loom

@@ -1,0 +1,11 @@
+// The transports this build has, in no particular order: the communicator asks each whether it reaches
+// a peer and takes the best estimate (no per-transport if-chains anywhere else).
+#pragma once
+
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace loom {
+const std::vector<Transport*>& transports();
+}

@@ -1,0 +1,174 @@
+#include "transport/shm/shm_transport.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/shm/shm_segment.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint64_t kFifoMagic = 0x4f4649466d6f6f6cull;  // "loomFIFO"
+constexpr size_t kLine = 64;
+constexpr size_t kMaxSlots = 64;
+constexpr size_t kSlotAlign = 4096;
+
+// Layout of one FIFO.  Each cache line is written by one side only: no false sharing between sender and
+// receiver.  Counters are free-running 32-bit (unsigned difference works across wrap-around).
+struct FifoHeader {
+  // Written by the sender.
+  alignas(kLine) std::atomic<uint32_t> head;      // slots posted
+  std::atomic<uint32_t> senderSleeping;           // sender waits on `tail`
+  // Written by the receiver.
+  alignas(kLine) std::atomic<uint32_t> tail;      // slots released
+  std::atomic<uint32_t> receiverSleeping;         // receiver waits on `head`
+  // Written once by the creator.
+  alignas(kLine) uint64_t magic;
+  uint32_t nslots;
+  uint32_t slotBytes;
+  // Written by the sender: the byte count of each posted slot.
+  alignas(kLine) uint64_t bytes[kMaxSlots];
+};
+
+size_t fifoBytes(uint32_t nslots, uint32_t slotBytes) {
+  size_t hdr = (sizeof(FifoHeader) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  return hdr + static_cast<size_t>(nslots) * slotBytes;
+}
+char* slotBase(FifoHeader* h) {
+  return reinterpret_cast<char*>(h) + (sizeof(FifoHeader) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+}
+
+struct ShmConnectInfo {
+  char name[96];
+  uint32_t nslots;
+  uint32_t slotBytes;
+};
+static_assert(sizeof(ShmConnectInfo) <= sizeof(ConnectInfo), "shm connect info too large");
+
+class ShmRecvQueue : public RecvQueue {
+ public:
+  explicit ShmRecvQueue(std::unique_ptr<ShmSegment> seg)
+      : seg_(std::move(seg)), h_(static_cast<FifoHeader*>(seg_->data())), slots_(slotBase(h_)) {}
+
+  loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) override {
+    uint32_t t = tail_;
+    if (t == headSeen_) {
+      LOOM_CHECK(waitUntil([&] { return (headSeen_ = h_->head.load(std::memory_order_acquire)) != t; }, &h_->head,
+                           &h_->receiverSleeping, ctx));
+    }
+    uint32_t idx = t % h_->nslots;
+    *data = slots_ + static_cast<size_t>(idx) * h_->slotBytes;
+    *bytes = h_->bytes[idx];
+    return loomSuccess;
+  }
+
+  void release() override { publishAndWake(&h_->tail, ++tail_, &h_->senderSleeping); }
+
+ private:
+  std::unique_ptr<ShmSegment> seg_;
+  FifoHeader* h_;
+  char* slots_;
+  uint32_t tail_ = 0;      // our copy of h_->tail
+  uint32_t headSeen_ = 0;  // last head value read
+};
+
+class ShmSendQueue : public SendQueue {
+ public:
+  explicit ShmSendQueue(std::unique_ptr<ShmSegment> seg)
+      : seg_(std::move(seg)), h_(static_cast<FifoHeader*>(seg_->data())), slots_(slotBase(h_)) {}
+
+  size_t slotBytes() const override { return h_->slotBytes; }
+
+  loomResult_t acquire(void** slot, const WaitContext& ctx) override {
+    uint32_t hd = head_, n = h_->nslots;
+    if (hd - tailSeen_ >= n) {
+      LOOM_CHECK(waitUntil([&] { return hd - (tailSeen_ = h_->tail.load(std::memory_order_acquire)) < n; },
+                           &h_->tail, &h_->senderSleeping, ctx));
+    }
+    *slot = slots_ + static_cast<size_t>(hd % n) * h_->slotBytes;
+    return loomSuccess;
+  }
+
+  void post(size_t bytes) override {
+    h_->bytes[head_ % h_->nslots] = bytes;
+    publishAndWake(&h_->head, ++head_, &h_->receiverSleeping);
+  }
+
+ private:
+  std::unique_ptr<ShmSegment> seg_;
+  FifoHeader* h_;
+  char* slots_;
+  uint32_t head_ = 0;
+  uint32_t tailSeen_ = 0;
+};
+
+std::string segmentName(const ConnectRequest& req, int sender, int receiver) {
+  char buf[96];
+  snprintf(buf, sizeof(buf), "/loom-%016" PRIx64 "-%d-%d-%d", req.commKey, sender, receiver, req.channel);
+  return buf;
+}
+
+}  // namespace
+
+bool ShmTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
+                           std::string* reason) const {
+  if (self.hostHash != peer.hostHash) {
+    *reason = "shm: different hosts";
+    return false;
+  }
+  // One memory copy in, one out: about a single core's memcpy bandwidth; a futex hand-over at worst.
+  est->bandwidthGBs = 8;
+  est->latencyUs = 1;
+  *reason = "shm: same host";
+  return true;
+}
+
+loomResult_t ShmTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
+  int64_t nslots = params().SHM_NSLOTS, slotBytes = params().SHM_SLOT_SIZE;
+  if (nslots < 2 || nslots > static_cast<int64_t>(kMaxSlots))
+    return setError(loomInvalidArgument, "LOOM_SHM_NSLOTS=%" PRId64 ": must be 2..%zu", nslots, kMaxSlots);
+  if (slotBytes < 4096 || slotBytes > (1 << 30) || slotBytes % 64 != 0)
+    return setError(loomInvalidArgument, "LOOM_SHM_SLOT_SIZE=%" PRId64 ": must be a multiple of 64 in 4K..1G",
+                    slotBytes);
+  ShmConnectInfo ci{};
+  std::string name = segmentName(req, req.peer, req.self);
+  snprintf(ci.name, sizeof(ci.name), "%s", name.c_str());
+  ci.nslots = static_cast<uint32_t>(nslots);
+  ci.slotBytes = static_cast<uint32_t>(slotBytes);
+  auto seg = std::make_unique<ShmSegment>();
+  LOOM_CHECK(seg->create(name, fifoBytes(ci.nslots, ci.slotBytes)));
+  auto* h = new (seg->data()) FifoHeader();
+  h->magic = kFifoMagic;
+  h->nslots = ci.nslots;
+  h->slotBytes = ci.slotBytes;
+  std::memset(info, 0, sizeof(*info));
+  std::memcpy(info->bytes, &ci, sizeof(ci));
+  *recv = std::make_unique<ShmRecvQueue>(std::move(seg));
+  LOOM_TRACE(kTransport, "shm: rank %d receives from rank %d in %s (%u x %u B)", req.self, req.peer, ci.name,
+             ci.nslots, ci.slotBytes);
+  return loomSuccess;
+}
+
+loomResult_t ShmTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
+                                       std::unique_ptr<SendQueue>* send) {
+  ShmConnectInfo ci{};
+  std::memcpy(&ci, peerInfo.bytes, sizeof(ci));
+  ci.name[sizeof(ci.name) - 1] = '\0';
+  if (std::string(ci.name) != segmentName(req, req.self, req.peer) || ci.nslots < 2 || ci.nslots > kMaxSlots ||
+      ci.slotBytes == 0)
+    return setError(loomRemoteError, "shm: rank %d sent malformed connection info", req.peer);
+  auto seg = std::make_unique<ShmSegment>();
+  LOOM_CHECK(seg->open(ci.name, fifoBytes(ci.nslots, ci.slotBytes)));
+  seg->unlinkName();  // both sides now hold the mapping; a crash can no longer leak the name
+  auto* h = static_cast<FifoHeader*>(seg->data());
+  if (h->magic != kFifoMagic || h->nslots != ci.nslots || h->slotBytes != ci.slotBytes)
+    return setError(loomRemoteError, "shm: segment %s from rank %d has a bad header", ci.name, req.peer);
+  *send = std::make_unique<ShmSendQueue>(std::move(seg));
+  return loomSuccess;
+}
+
+}  // namespace loom

@@ -1,0 +1,19 @@
+// Shared-memory transport: ranks on one host.  Each direction of a connection is a FIFO of slots in a
+// segment the receiver creates (so the memory is first touched, and placed, near the rank that reads it);
+// the sender maps it, and the sender unlinks the name once mapped.
+#pragma once
+
+#include "transport/transport.h"
+
+namespace loom {
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
+  loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
+  loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
+                           std::unique_ptr<SendQueue>* send) override;
+};
+
+}  // namespace loom

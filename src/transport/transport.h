@@ -1,0 +1,83 @@
+// The interface every transport implements (shm today; socket, ucx, ibverbs and cuda later), and the
+// description of a peer that transports and the selector read.
+//
+// A connection between two ranks is two one-way FIFOs of fixed-size slots.  The sender acquires a free
+// slot, writes (or reduces) straight into it and posts it; the receiver waits for the next posted slot,
+// reads (or reduces) straight from it and releases it.  Algorithms therefore never copy through an
+// intermediate buffer, whatever the transport: for shm a slot is shared memory, for a network transport
+// it is a registered staging buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/wait.h"
+#include "loom.h"
+
+namespace loom {
+
+// What each rank tells all others at init (fixed layout: it travels through the bootstrap allgather).
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostHash;  // equal for ranks that share a host (same kernel boot and network namespace)
+  uint64_t pidNamespace;  // inode of the pid namespace: pids are comparable only within one
+  char hostName[64];
+  int32_t cpuCount;
+  int32_t reserved;
+};
+
+class SendQueue {
+ public:
+  virtual ~SendQueue() = default;
+  virtual size_t slotBytes() const = 0;
+  // Waits for a free slot; *slot then points at slotBytes() writable bytes.
+  virtual loomResult_t acquire(void** slot, const WaitContext& ctx) = 0;
+  // Hands the acquired slot, holding `bytes` bytes, to the receiver.
+  virtual void post(size_t bytes) = 0;
+};
+
+class RecvQueue {
+ public:
+  virtual ~RecvQueue() = default;
+  // Waits for the next posted slot.
+  virtual loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) = 0;
+  // Gives the slot returned by the last wait() back to the sender.
+  virtual void release() = 0;
+};
+
+// What a transport promises for a pair of ranks; the selector takes the best estimate.
+struct TransportEstimate {
+  double bandwidthGBs = 0;  // per direction
+  double latencyUs = 0;     // one slot hand-over
+};
+
+// Opaque bytes a rank sends its peer during connection setup (segment names, addresses, keys).
+struct ConnectInfo {
+  char bytes[256];
+};
+
+struct ConnectRequest {
+  int self = 0, peer = 0, channel = 0;
+  uint64_t commKey = 0;  // unique per communicator: names shared resources
+  const PeerInfo* selfInfo = nullptr;
+  const PeerInfo* peerInfo = nullptr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Whether this transport links the two ranks, with its estimate, and why (or why not).
+  virtual bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
+                       std::string* reason) const = 0;
+  // Connection setup in two phases, so that a rank can connect to many peers at once without deadlock:
+  // createRecv() makes this rank's receiving side and describes it in *info (sent to the peer);
+  // connectSend() attaches to the peer's receiving side from the peer's info.
+  virtual loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) = 0;
+  virtual loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
+                                   std::unique_ptr<SendQueue>* send) = 0;
+};
+
+}  // namespace loom

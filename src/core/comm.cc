@@ -146,15 +146,20 @@ void unregisterComm(loomComm* comm) {
 }
 
 namespace {
-// Liveness probe run between sleeps: a same-host peer whose process is gone will never answer.
-loomResult_t probePeer(const void* arg, int peer) {
+// Liveness probe run between sleeps: same-host peers whose process is gone will never answer.  All of
+// them are checked, not only the one waited for, so the message names the rank that actually died even
+// when the wait is on a neighbour that stopped because of it.
+loomResult_t probePeers(const void* arg, int waitedFor) {
   const auto* comm = static_cast<const loomComm*>(arg);
-  if (peer < 0 || peer >= comm->nranks) return loomSuccess;
   const PeerInfo& me = comm->peers[comm->rank];
-  const PeerInfo& p = comm->peers[peer];
-  if (p.hostHash == me.hostHash && p.pidNamespace == me.pidNamespace && p.pid != me.pid && kill(p.pid, 0) != 0 &&
-      errno == ESRCH)
-    return setError(loomRemoteError, "%s exited or was killed", comm->describe(peer).c_str());
+  std::string dead;
+  for (const PeerInfo& p : comm->peers) {
+    if (p.hostHash != me.hostHash || p.pidNamespace != me.pidNamespace || p.pid == me.pid) continue;
+    if (kill(p.pid, 0) != 0 && errno == ESRCH) dead += (dead.empty() ? "" : ", ") + comm->describe(p.rank);
+  }
+  if (!dead.empty())
+    return setError(loomRemoteError, "rank %d was waiting for %s, but these peers exited or were killed: %s",
+                    comm->rank, comm->describe(waitedFor).c_str(), dead.c_str());
   return loomSuccess;
 }
 }  // namespace
@@ -181,7 +186,7 @@ WaitContext loomComm::waitContext(const char* what) const {
   WaitContext ctx;
   ctx.deadline = Deadline::afterSeconds(timeoutSec);
   ctx.abort = &abortFlag;
-  ctx.probe = probePeer;
+  ctx.probe = probePeers;
   ctx.probeArg = this;
   ctx.describePeer = [](const void* arg, int peer) { return static_cast<const loomComm*>(arg)->describe(peer); };
   ctx.what = what;

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "core/error.h"
 
@@ -41,16 +40,20 @@ void assign(std::string* field, ParamType, const char* name, const char* def, st
   *field = (env != nullptr && *env != '\0') ? env : def;
 }
 
-const Loaded& loaded() {
-  static Loaded* l = [] {
-    auto* r = new Loaded();
+Loaded* load() {
+  auto* r = new Loaded();
 #define LOOM_PARAM_LOAD(name, type, def, help) assign(&r->values.name, ParamType::type, #name, def, &r->error);
-    LOOM_PARAM_LIST(LOOM_PARAM_LOAD)
+  LOOM_PARAM_LIST(LOOM_PARAM_LOAD)
 #undef LOOM_PARAM_LOAD
-    return r;
-  }();
-  return *l;
+  return r;
 }
+
+Loaded*& current() {
+  static Loaded* l = load();  // never freed: parameters are read during static destruction too
+  return l;
+}
+
+const Loaded& loaded() { return *current(); }
 
 }  // namespace
 
@@ -96,6 +99,8 @@ bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string
 }
 
 const Params& params() { return loaded().values; }
+
+void paramsReloadForTesting() { current() = load(); }
 
 loomResult_t paramsCheck() {
   const Loaded& l = loaded();

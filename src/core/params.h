@@ -49,6 +49,8 @@ struct Params {
 // by paramsCheck(), which every communicator init calls so that the user gets loomInvalidArgument.
 const Params& params();
 loomResult_t paramsCheck();
+// Re-reads the environment.  Tests only, in a single-threaded process (e.g. a freshly forked rank).
+void paramsReloadForTesting();
 
 // The table, for loom-info.
 const ParamSpec* paramTable(int* count);

@@ -1,0 +1,99 @@
+// The allreduce correctness matrix on real forked ranks: every type x op x {out-of-place, in-place} x
+// counts {0, 1, 7, 1023, 1<<20 + 3} for 2, 3, 4 and 8 ranks (more ranks than this machine has cores).
+// Integers must match bit for bit; floats within the tolerance stated in tests/common/reference.h.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "algos/reduce_kernels.h"
+#include "tests/common/multiprocess.h"
+#include "tests/common/reference.h"
+
+namespace loom {
+namespace {
+
+using testing::countWrong;
+using testing::fillInput;
+using testing::runRanks;
+
+const size_t kCounts[] = {0, 1, 7, 1023, (1u << 20) + 3};
+
+void matrix(int rank, loomComm_t comm, int nranks, const std::vector<loomDataType_t>& types) {
+  for (loomDataType_t type : types) {
+    for (int o = 0; o < loomNumOps; ++o) {
+      auto op = static_cast<loomRedOp_t>(o);
+      for (size_t count : kCounts) {
+        size_t bytes = count * typeSize(type);
+        std::vector<char> send(bytes + 1), recv(bytes + 1, 0x5a);
+        for (bool inPlace : {false, true}) {
+          fillInput(type, op, rank, count, send.data());
+          char* out = inPlace ? send.data() : recv.data();
+          out[bytes] = 0x77;  // guard byte: nothing may be written past the buffer
+          ASSERT_EQ(loomAllReduce(send.data(), out, count, type, op, comm, nullptr), loomSuccess)
+              << loomGetLastError(comm);
+          std::string first;
+          size_t wrong = countWrong(type, op, nranks, count, out, &first);
+          EXPECT_EQ(wrong, 0u) << "rank " << rank << "/" << nranks << " " << typeName(type) << " " << opName(op)
+                               << " count " << count << (inPlace ? " in-place" : " out-of-place") << ": " << first;
+          EXPECT_EQ(out[bytes], 0x77) << "wrote past the end of the buffer";
+          if (!inPlace && count > 0) {  // the input of an out-of-place call is untouched
+            std::vector<char> again(bytes);
+            fillInput(type, op, rank, count, again.data());
+            EXPECT_EQ(std::memcmp(again.data(), send.data(), bytes), 0) << "sendbuff was modified";
+          }
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+std::vector<loomDataType_t> allTypes() {
+  std::vector<loomDataType_t> v;
+  for (int t = 0; t < loomNumTypes; ++t) v.push_back(static_cast<loomDataType_t>(t));
+  return v;
+}
+
+class AllReduceMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllReduceMatrix, EveryTypeOpCountAndPlacement) {
+  const int n = GetParam();
+  runRanks(n, [&](int rank, loomComm_t comm) { matrix(rank, comm, n, allTypes()); }, 600);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceMatrix, ::testing::Values(2, 3, 4, 8),
+                         [](const auto& p) { return std::to_string(p.param) + "ranks"; });
+
+// Slots much smaller than the messages: many pipelined slices and FIFO wrap-arounds per call.
+TEST(AllReduce, SmallSlotsManySlices) {
+  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);
+  setenv("LOOM_SHM_NSLOTS", "2", 1);
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    for (size_t count : {size_t{5000}, size_t{100003}}) {
+      std::vector<float> buf(count);
+      fillInput(loomFloat32, loomSum, rank, count, buf.data());
+      ASSERT_EQ(loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+      std::string first;
+      EXPECT_EQ(countWrong(loomFloat32, loomSum, 3, count, buf.data(), &first), 0u) << first;
+    }
+  });
+  unsetenv("LOOM_SHM_SLOT_SIZE");
+  unsetenv("LOOM_SHM_NSLOTS");
+}
+
+// Many back-to-back calls: consecutive collectives must not bleed into each other.
+TEST(AllReduce, ManyConsecutiveCalls) {
+  runRanks(4, [&](int rank, loomComm_t comm) {
+    for (int it = 0; it < 300; ++it) {
+      int64_t v[3] = {rank + it, rank * it, 1};
+      ASSERT_EQ(loomAllReduce(v, v, 3, loomInt64, loomSum, comm, nullptr), loomSuccess);
+      EXPECT_EQ(v[0], 6 + 4 * it);
+      EXPECT_EQ(v[1], 6 * it);
+      EXPECT_EQ(v[2], 4);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace loom

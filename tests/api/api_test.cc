@@ -1,0 +1,155 @@
+// Bad input at the C API: every case returns the right code and a message; nothing crashes or hangs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "loom.h"
+
+namespace {
+
+void expectMessage(const char* needle) {
+  std::string msg = loomGetLastError(nullptr);
+  EXPECT_NE(msg.find(needle), std::string::npos) << "message was: " << msg;
+}
+
+TEST(Api, VersionAndErrorStrings) {
+  int v = 0;
+  ASSERT_EQ(loomGetVersion(&v), loomSuccess);
+  EXPECT_EQ(v, LOOM_VERSION_CODE);
+  EXPECT_EQ(loomGetVersion(nullptr), loomInvalidArgument);
+  for (int r = 0; r < loomNumResults; ++r)
+    EXPECT_GT(std::strlen(loomGetErrorString(static_cast<loomResult_t>(r))), 3u) << r;
+  EXPECT_STREQ(loomGetErrorString(static_cast<loomResult_t>(1234)), "unknown result code");
+}
+
+TEST(Api, InitRejectsBadArguments) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomComm_t comm = reinterpret_cast<loomComm_t>(0x1);
+  EXPECT_EQ(loomCommInitRank(nullptr, 2, id, 0), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitRank(&comm, 0, id, 0), loomInvalidArgument);
+  EXPECT_EQ(comm, nullptr) << "the output is cleared on failure";
+  expectMessage("nranks");
+  EXPECT_EQ(loomCommInitRank(&comm, -3, id, 0), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitRank(&comm, 2, id, 2), loomInvalidArgument);
+  expectMessage("rank 2 out of range");
+  EXPECT_EQ(loomCommInitRank(&comm, 2, id, -1), loomInvalidArgument);
+  EXPECT_EQ(loomGetUniqueId(nullptr), loomInvalidArgument);
+}
+
+TEST(Api, CorruptUniqueIdIsRefused) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  id.internal[20] ^= 0x40;
+  loomComm_t comm = nullptr;
+  EXPECT_EQ(loomCommInitRank(&comm, 2, id, 0), loomInvalidArgument);
+  expectMessage("corrupt");
+  loomUniqueId zero;
+  std::memset(&zero, 0, sizeof(zero));
+  EXPECT_EQ(loomCommInitRank(&comm, 1, zero, 0), loomInvalidArgument);
+}
+
+TEST(Api, ConfigMustComeFromTheInitializer) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomComm_t comm = nullptr;
+  loomConfig_t cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &cfg), loomInvalidArgument);
+  expectMessage("LOOM_CONFIG_INITIALIZER");
+  loomConfig_t nb = LOOM_CONFIG_INITIALIZER;
+  nb.blocking = 0;
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &nb), loomInvalidUsage);
+  loomConfig_t badTimeout = LOOM_CONFIG_INITIALIZER;
+  badTimeout.timeoutSec = -5;
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &badTimeout), loomInvalidArgument);
+}
+
+class SingleRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loomUniqueId id;
+    ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+    cfg.commName = "single";
+    ASSERT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &cfg), loomSuccess) << loomGetLastError(nullptr);
+  }
+  void TearDown() override {
+    if (comm != nullptr) {
+      EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+    }
+  }
+  loomComm_t comm = nullptr;
+};
+
+TEST_F(SingleRank, QueriesAndTrivialAllReduce) {
+  int n = 0, r = -1;
+  ASSERT_EQ(loomCommCount(comm, &n), loomSuccess);
+  ASSERT_EQ(loomCommUserRank(comm, &r), loomSuccess);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(r, 0);
+  EXPECT_EQ(loomCommCount(comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommUserRank(comm, nullptr), loomInvalidArgument);
+  float in[3] = {1, 2, 3}, out[3] = {};
+  ASSERT_EQ(loomAllReduce(in, out, 3, loomFloat32, loomAvg, comm, nullptr), loomSuccess);
+  EXPECT_EQ(out[2], 3.0f);
+  loomResult_t async = loomInternalError;
+  ASSERT_EQ(loomCommGetAsyncError(comm, &async), loomSuccess);
+  EXPECT_EQ(async, loomSuccess);
+}
+
+TEST_F(SingleRank, AllReduceRejectsBadArguments) {
+  float buf[4] = {};
+  EXPECT_EQ(loomAllReduce(nullptr, buf, 4, loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
+  expectMessage("sendbuff is NULL");
+  EXPECT_EQ(loomAllReduce(buf, nullptr, 4, loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomAllReduce(nullptr, nullptr, 0, loomFloat32, loomSum, comm, nullptr), loomSuccess)
+      << "count 0 needs no buffers";
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, static_cast<loomDataType_t>(42), loomSum, comm, nullptr), loomInvalidArgument);
+  expectMessage("datatype 42");
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, static_cast<loomDataType_t>(-1), loomSum, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, static_cast<loomRedOp_t>(17), comm, nullptr), loomInvalidArgument);
+  expectMessage("op 17");
+  EXPECT_EQ(loomAllReduce(buf, buf, static_cast<size_t>(-1), loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
+  expectMessage("overflows");
+  EXPECT_EQ(loomAllReduce(buf, buf + 1, 3, loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
+  expectMessage("overlap");
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, comm, reinterpret_cast<loomStream_t>(0x10)),
+            loomInvalidUsage);
+  expectMessage("streams are not implemented yet");
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, nullptr, nullptr), loomInvalidArgument);
+  expectMessage("not a live communicator");
+  // The communicator is still healthy after refused calls: they never reached it.
+  EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+}
+
+TEST_F(SingleRank, DeclaredButUnimplementedCallsSayNotImplemented) {
+  char b[8] = {};
+  EXPECT_EQ(loomBroadcast(b, b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
+  expectMessage("not implemented yet");
+  EXPECT_EQ(loomReduce(b, b, 1, loomInt8, loomSum, 0, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomAllGather(b, b, 1, loomInt8, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomReduceScatter(b, b, 1, loomInt8, loomSum, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomAllToAll(b, b, 1, loomInt8, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomSend(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomRecv(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
+  EXPECT_EQ(loomGroupStart(), loomInvalidUsage);
+  EXPECT_EQ(loomGroupEnd(), loomInvalidUsage);
+}
+
+TEST_F(SingleRank, DestroyedCommIsRefusedNotUsed) {
+  ASSERT_EQ(loomCommDestroy(comm), loomSuccess);
+  loomComm_t dead = comm;
+  comm = nullptr;
+  float buf[2] = {};
+  int n = 0;
+  EXPECT_EQ(loomAllReduce(buf, buf, 2, loomFloat32, loomSum, dead, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommCount(dead, &n), loomInvalidArgument);
+  EXPECT_EQ(loomCommDestroy(dead), loomInvalidArgument);
+  EXPECT_EQ(loomCommAbort(dead), loomInvalidArgument);
+  loomResult_t e;
+  EXPECT_EQ(loomCommGetAsyncError(dead, &e), loomInvalidArgument);
+}
+
+}  // namespace

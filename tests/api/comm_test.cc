@@ -1,0 +1,204 @@
+// Communicator life cycle across real ranks: InitAll, Split, LOOM_COMM_ID, and failures — timeouts,
+// dead peers, mismatched calls and aborts — that must turn into errors naming the peer, never hangs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/params.h"
+#include "tests/common/multiprocess.h"
+
+namespace {
+
+using loom::testing::forkRanks;
+using loom::testing::runRanks;
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(Comm, InitAllDrivesOneThreadPerRank) {
+  const int n = 4;
+  loomComm_t comms[n];
+  ASSERT_EQ(loomCommInitAll(comms, n, nullptr), loomSuccess) << loomGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(n, 0);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<int32_t> v(10000, r + 1);
+      if (loomAllReduce(v.data(), v.data(), v.size(), loomInt32, loomSum, comms[r], nullptr) != loomSuccess) return;
+      ok[r] = v.front() == 10 && v.back() == 10;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ok[r], 1) << "rank " << r;
+    int rank = -1;
+    EXPECT_EQ(loomCommUserRank(comms[r], &rank), loomSuccess);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
+  }
+  EXPECT_EQ(loomCommInitAll(nullptr, 2, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitAll(comms, 0, nullptr), loomInvalidArgument);
+}
+
+TEST(Comm, SplitByColorAndKey) {
+  runRanks(5, [](int rank, loomComm_t comm) {
+    // Colors: even / odd ranks; rank 4 opts out.  Keys reverse the order inside a color.
+    int color = rank == 4 ? LOOM_SPLIT_NOCOLOR : rank % 2;
+    loomComm_t sub = nullptr;
+    ASSERT_EQ(loomCommSplit(comm, color, -rank, &sub, nullptr), loomSuccess) << loomGetLastError(comm);
+    // The parent still works alongside the children, with every rank.
+    int64_t w = 1;
+    ASSERT_EQ(loomAllReduce(&w, &w, 1, loomInt64, loomSum, comm, nullptr), loomSuccess);
+    EXPECT_EQ(w, 5);
+    if (rank == 4) {
+      EXPECT_EQ(sub, nullptr);
+      return;
+    }
+    ASSERT_NE(sub, nullptr);
+    int n = 0, r = -1;
+    loomCommCount(sub, &n);
+    loomCommUserRank(sub, &r);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(r, rank < 2 ? 1 : 0) << "key -rank puts the higher old rank first";
+    int64_t v = rank;
+    ASSERT_EQ(loomAllReduce(&v, &v, 1, loomInt64, loomSum, sub, nullptr), loomSuccess) << loomGetLastError(sub);
+    EXPECT_EQ(v, color == 0 ? 0 + 2 : 1 + 3);
+    EXPECT_EQ(loomCommDestroy(sub), loomSuccess);
+  });
+}
+
+TEST(Comm, LaunchersCanUseCommId) {
+  // LOOM_COMM_ID: every rank computes the same id itself; rank 0 runs the root at that address.
+  int port = 20000 + getpid() % 20000;
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  auto outcomes = forkRanks(3, [&](int rank) {
+    setenv("LOOM_COMM_ID", addr.c_str(), 1);
+    loom::paramsReloadForTesting();
+    loomUniqueId id;
+    if (loomGetUniqueId(&id) != loomSuccess) return 2;
+    loomComm_t comm;
+    if (loomCommInitRank(&comm, 3, id, rank) != loomSuccess) {
+      fprintf(stderr, "%s\n", loomGetLastError(nullptr));
+      return 3;
+    }
+    int v = 1;
+    int rc = loomAllReduce(&v, &v, 1, loomInt32, loomSum, comm, nullptr) == loomSuccess && v == 3 ? 0 : 4;
+    loomCommDestroy(comm);
+    return rc;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// One rank never joins the collective: the other gets loomTimeout naming it, within the timeout plus
+// a little, and the communicator stays failed.
+TEST(Comm, SilentPeerTimesOutNamingIt) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+    cfg.timeoutSec = 2;
+    loomComm_t comm;
+    if (loomCommInitRankConfig(&comm, 2, id, rank, &cfg) != loomSuccess) return 2;
+    if (rank == 1) {
+      sleep(5);  // alive but silent
+      loomCommDestroy(comm);
+      return 0;
+    }
+    float v[4] = {};
+    auto t0 = std::chrono::steady_clock::now();
+    loomResult_t r = loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr);
+    double s = secondsSince(t0);
+    std::string msg = loomGetLastError(comm);
+    loomResult_t async = loomSuccess;
+    loomCommGetAsyncError(comm, &async);
+    loomResult_t again = loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr);
+    loomCommDestroy(comm);
+    bool good = r == loomTimeout && s >= 1.9 && s < 4.0 && msg.find("rank 1") != std::string::npos &&
+                async == loomTimeout && again == loomTimeout;
+    if (!good) fprintf(stderr, "result %d after %.2fs, async %d, again %d: %s\n", r, s, async, again, msg.c_str());
+    return good ? 0 : 1;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// A peer killed mid-job: the survivor reports loomRemoteError naming it long before the timeout.
+TEST(Comm, DeadPeerIsARemoteErrorNotAHang) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(3, [&](int rank) {
+    loomComm_t comm;
+    if (loomCommInitRank(&comm, 3, id, rank) != loomSuccess) return 2;
+    std::vector<float> v(1 << 16, 1.0f);
+    if (loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, loomSum, comm, nullptr) != loomSuccess) return 3;
+    if (rank == 2) raise(SIGKILL);
+    auto t0 = std::chrono::steady_clock::now();
+    loomResult_t r = loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, loomSum, comm, nullptr);
+    double s = secondsSince(t0);
+    std::string msg = loomGetLastError(comm);
+    loomCommDestroy(comm);
+    // Whichever neighbour each survivor was waiting for, the message names the rank that died.
+    bool good = r == loomRemoteError && s < 10 && msg.find("rank 2") != std::string::npos;
+    if (!good) fprintf(stderr, "rank %d: result %d after %.2fs: %s\n", rank, r, s, msg.c_str());
+    return good ? 0 : 1;
+  }, 60);
+  EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].describe();
+  EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].describe();
+  EXPECT_EQ(outcomes[2].signal, SIGKILL);
+}
+
+// Ranks that disagree on the count get loomInvalidUsage saying so, not a hang or garbage.
+TEST(Comm, MismatchedCountsAreDetected) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+    cfg.timeoutSec = 10;
+    loomComm_t comm;
+    if (loomCommInitRankConfig(&comm, 2, id, rank, &cfg) != loomSuccess) return 2;
+    std::vector<int32_t> v(rank == 0 ? 100 : 200, 1);
+    loomResult_t r = loomAllReduce(v.data(), v.data(), v.size(), loomInt32, loomSum, comm, nullptr);
+    std::string msg = loomGetLastError(comm);
+    loomCommDestroy(comm);
+    bool good = r == loomInvalidUsage && msg.find("different collectives, counts or types") != std::string::npos;
+    if (!good) fprintf(stderr, "rank %d: result %d: %s\n", rank, r, msg.c_str());
+    return good ? 0 : 1;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// loomCommAbort from another thread ends a blocked call promptly.
+TEST(Comm, AbortFromAnotherThreadUnblocksTheCall) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    loomComm_t comm;
+    if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 2;
+    if (rank == 1) {
+      sleep(3);
+      loomCommDestroy(comm);
+      return 0;
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      loomCommAbort(comm);
+    });
+    float v[8] = {};
+    auto t0 = std::chrono::steady_clock::now();
+    loomResult_t r = loomAllReduce(v, v, 8, loomFloat32, loomSum, comm, nullptr);
+    double s = secondsSince(t0);
+    aborter.join();
+    bool good = r == loomRemoteError && s < 1.5;
+    if (!good) fprintf(stderr, "result %d after %.2fs\n", r, s);
+    return good ? 0 : 1;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+}  // namespace

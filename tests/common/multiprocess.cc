@@ -1,0 +1,110 @@
+#include "tests/common/multiprocess.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "core/params.h"
+#include "core/unique_id.h"
+
+namespace loom::testing {
+
+std::string RankOutcome::describe() const {
+  std::string s = "rank " + std::to_string(rank) + ": ";
+  if (hung) return s + "hung (killed at the deadline)";
+  if (signal != 0) return s + "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return s + "exit code " + std::to_string(exitCode);
+}
+
+std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn, double timeoutSec) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids(n, -1);
+  std::vector<RankOutcome> out(n);
+  for (int r = 0; r < n; ++r) {
+    out[r].rank = r;
+    pid_t pid = fork();
+    if (pid == 0) {
+      paramsReloadForTesting();  // the test may have changed LOOM_* variables since the parent read them
+      int code = fn(r);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(code);
+    }
+    pids[r] = pid;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
+  int left = n;
+  while (left > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < n; ++r) {
+        if (pids[r] != pid) continue;
+        if (WIFEXITED(status)) out[r].exitCode = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) out[r].signal = WTERMSIG(status);
+        pids[r] = -1;
+        --left;
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < n; ++r) {
+        if (pids[r] < 0) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        out[r].hung = true;
+        pids[r] = -1;
+        --left;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return out;
+}
+
+std::vector<std::string> shmSegmentsOf(const loomUniqueId& uid) {
+  UniqueIdData id{};
+  std::memcpy(&id, uid.internal, sizeof(id));
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "loom-%016" PRIx64 "-", hashBytes(id.secret, sizeof(id.secret)));
+  std::vector<std::string> found;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) found.push_back(e->d_name);
+    closedir(d);
+  }
+  return found;
+}
+
+void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
+  auto outcomes = forkRanks(
+      n,
+      [&](int rank) {
+        loomComm_t comm = nullptr;
+        loomResult_t r = loomCommInitRank(&comm, n, id, rank);
+        if (r != loomSuccess) {
+          std::fprintf(stderr, "rank %d: loomCommInitRank: %s\n", rank, loomGetLastError(nullptr));
+          return 3;
+        }
+        body(rank, comm);
+        loomCommDestroy(comm);
+        return ::testing::Test::HasFailure() ? 1 : 0;
+      },
+      timeoutSec);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+  for (const auto& s : shmSegmentsOf(id)) ADD_FAILURE() << "shared-memory segment left behind: /dev/shm/" << s;
+}
+
+}  // namespace loom::testing

@@ -1,0 +1,35 @@
+// Runs real ranks as forked processes, for the multi-process tests.  A rank's body may use gtest's
+// EXPECT/ASSERT macros: the child prints its failures and exits non-zero, and the parent test fails
+// with the rank named.  Every run is bounded: ranks still alive at the deadline are killed (SIGKILL)
+// and reported as hung.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom::testing {
+
+struct RankOutcome {
+  int rank = -1;
+  bool hung = false;  // killed at the deadline
+  int exitCode = -1;  // when it exited
+  int signal = 0;     // when a signal ended it
+  bool ok() const { return !hung && signal == 0 && exitCode == 0; }
+  std::string describe() const;
+};
+
+// Forks n processes running fn(rank); the return value of fn is the exit code.
+std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn, double timeoutSec);
+
+// Forks n ranks that each join one communicator, run body(rank, comm), and destroy it.  Adds a gtest
+// failure for every rank that did not end cleanly, and for any shared-memory segment of the job left in
+// /dev/shm afterwards.
+void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec = 180);
+
+// /dev/shm entries that belong to the job of this unique id.
+std::vector<std::string> shmSegmentsOf(const loomUniqueId& id);
+
+}  // namespace loom::testing

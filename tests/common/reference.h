@@ -1,0 +1,34 @@
+// Deterministic inputs and the expected results of reductions, for every type and op.  Shared by the
+// test suites and the perf tools' -c check, so both judge results the same way.
+//
+// Floating-point results are compared with a tolerance: |got - want| <= 2 * nranks * eps(type) * scale,
+// where eps is the unit roundoff of the type (float16 2^-11, bfloat16 2^-8, float32 2^-24, float64 2^-53)
+// and scale = max(1, sum of |inputs|) for sum/avg, max(1, |want|) for prod: each of the n-1 steps of a
+// ring may round its partial result once, and no partial result is larger than scale.  Integers and
+// min/max compare exactly.  Integer sums and products wrap, as loom's kernels do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "loom.h"
+
+namespace loom::testing {
+
+// Value of element i of `rank`'s input, already representable in `type`, as a double (integers exact).
+double inputValue(loomDataType_t type, loomRedOp_t op, int rank, size_t i);
+// Writes `count` elements of rank's input into buf.
+void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void* buf);
+// Writes the expected allreduce result of elements [first, first+count) over nranks ranks.
+// Returns the number of elements of `got` that differ beyond the tolerance; the first one is described
+// in *firstMismatch (if not null).
+size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t count, const void* got,
+                  std::string* firstMismatch);
+
+// Reads element i of buf as a double.
+double readElement(loomDataType_t type, const void* buf, size_t i);
+// Stores v (converted with rounding) as element i of buf.
+void writeElement(loomDataType_t type, void* buf, size_t i, double v);
+
+}  // namespace loom::testing

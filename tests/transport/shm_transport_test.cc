@@ -1,0 +1,154 @@
+#include "transport/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstring>
+#include <thread>
+
+namespace loom {
+namespace {
+
+PeerInfo info(int rank, uint64_t host) {
+  PeerInfo p{};
+  p.rank = rank;
+  p.hostHash = host;
+  return p;
+}
+
+int countSegments(uint64_t key) {
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "loom-%016" PRIx64 "-", key);
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
+// One FIFO from rank 0 to rank 1, set up the way two ranks would.
+struct Link {
+  ShmTransport shm;
+  PeerInfo a = info(0, 1), b = info(1, 1);
+  uint64_t key = 0x1234000000000000ull ^ static_cast<uint64_t>(getpid());
+  std::unique_ptr<RecvQueue> recv;
+  std::unique_ptr<SendQueue> send;
+  Link() {
+    ConnectInfo ci{};
+    ConnectRequest atReceiver{1, 0, 0, key, &b, &a};
+    ConnectRequest atSender{0, 1, 0, key, &a, &b};
+    EXPECT_EQ(shm.createRecv(atReceiver, &ci, &recv), loomSuccess);
+    EXPECT_EQ(countSegments(key), 1);
+    EXPECT_EQ(shm.connectSend(atSender, ci, &send), loomSuccess);
+    EXPECT_EQ(countSegments(key), 0) << "the name must be gone once both sides have mapped it";
+  }
+};
+
+WaitContext quickContext(double seconds, const std::atomic<bool>* abort = nullptr) {
+  WaitContext c;
+  c.deadline = Deadline::afterSeconds(seconds);
+  c.abort = abort;
+  return c;
+}
+
+TEST(ShmTransport, ReachesOnlyTheSameHost) {
+  ShmTransport shm;
+  TransportEstimate est;
+  std::string why;
+  EXPECT_TRUE(shm.reaches(info(0, 1), info(1, 1), &est, &why));
+  EXPECT_GT(est.bandwidthGBs, 0);
+  EXPECT_FALSE(shm.reaches(info(0, 1), info(1, 2), &est, &why));
+  EXPECT_NE(why.find("different hosts"), std::string::npos);
+}
+
+TEST(ShmTransport, InOrderAcrossWrapAroundBetweenThreads) {
+  Link l;
+  const int messages = 5000;
+  std::thread producer([&] {
+    for (int i = 0; i < messages; ++i) {
+      void* slot;
+      ASSERT_EQ(l.send->acquire(&slot, quickContext(30)), loomSuccess);
+      size_t bytes = static_cast<size_t>(i % 97) * 8 + 8;
+      for (size_t k = 0; k < bytes / 8; ++k) static_cast<uint64_t*>(slot)[k] = static_cast<uint64_t>(i) * 1000 + k;
+      l.send->post(bytes);
+    }
+  });
+  for (int i = 0; i < messages; ++i) {
+    const void* data;
+    size_t bytes;
+    ASSERT_EQ(l.recv->wait(&data, &bytes, quickContext(30)), loomSuccess);
+    ASSERT_EQ(bytes, static_cast<size_t>(i % 97) * 8 + 8);
+    for (size_t k = 0; k < bytes / 8; ++k)
+      ASSERT_EQ(static_cast<const uint64_t*>(data)[k], static_cast<uint64_t>(i) * 1000 + k);
+    l.recv->release();
+  }
+  producer.join();
+}
+
+TEST(ShmTransport, FullFifoTimesOutInsteadOfOverwriting) {
+  Link l;
+  void* slot;
+  int posted = 0;
+  while (l.send->acquire(&slot, quickContext(0.2)) == loomSuccess) {
+    l.send->post(1);
+    ASSERT_LT(++posted, 1000);
+  }
+  EXPECT_GE(posted, 2);
+  EXPECT_EQ(l.send->acquire(&slot, quickContext(0.1)), loomTimeout);
+}
+
+TEST(ShmTransport, EmptyFifoWaitEndsOnAbort) {
+  Link l;
+  std::atomic<bool> abort{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    abort = true;
+  });
+  const void* data;
+  size_t bytes;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(l.recv->wait(&data, &bytes, quickContext(60, &abort)), loomRemoteError);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  t.join();
+}
+
+TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
+  Link l;
+  pid_t child = fork();
+  if (child == 0) {
+    usleep(300000);  // the parent is asleep on the futex by now
+    void* slot;
+    if (l.send->acquire(&slot, quickContext(5)) != loomSuccess) _exit(1);
+    std::memcpy(slot, "wake", 4);
+    l.send->post(4);
+    _exit(0);
+  }
+  const void* data;
+  size_t bytes;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(l.recv->wait(&data, &bytes, quickContext(10)), loomSuccess);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(std::memcmp(data, "wake", 4), 0);
+  EXPECT_LT(s, 3.0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(ShmTransport, MalformedPeerInfoIsRefused) {
+  ShmTransport shm;
+  PeerInfo a = info(0, 1), b = info(1, 1);
+  ConnectInfo ci{};
+  std::memcpy(ci.bytes, "/etc/passwd", 12);
+  std::unique_ptr<SendQueue> send;
+  EXPECT_EQ(shm.connectSend(ConnectRequest{0, 1, 0, 99, &a, &b}, ci, &send), loomRemoteError);
+  EXPECT_EQ(send, nullptr);
+}
+
+}  // namespace
+}  // namespace loom

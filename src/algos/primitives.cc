@@ -16,6 +16,7 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   // Keep steps a multiple of 64 bytes so vector kernels run on aligned, whole chunks.
   maxElems_ = slot == SIZE_MAX ? SIZE_MAX : (slot / 64 * 64) / elemSize_;
   const ReduceKernels& k = reduceKernels();
+  copy_ = k.copy;
   if (op >= 0 && op < kNumBuiltinOps) reduce_ = k.reduce[type][op];
   else if (op == loomAvg) reduce_ = k.reduce[type][loomSum];
   sumDivide_ = k.sumDivide[type];
@@ -45,7 +46,7 @@ void Primitives::reduceInto(void* dst, const void* a, const void* b, size_t n, i
 loomResult_t Primitives::send(const void* src, size_t n) {
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
-  std::memcpy(slot, src, n * elemSize_);
+  copy_(slot, src, n * elemSize_);
   sendQ_->post(n * elemSize_);
   return loomSuccess;
 }
@@ -65,7 +66,7 @@ loomResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(recvReduceCopy(local, out, n, divisor));
-  std::memcpy(slot, out, n * elemSize_);  // `out` is still in cache
+  copy_(slot, out, n * elemSize_);  // `out` is still in cache
   sendQ_->post(n * elemSize_);
   return loomSuccess;
 }
@@ -83,9 +84,9 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   const void* in;
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(waitRecv(&in, n));
-  std::memcpy(out, in, n * elemSize_);
+  copy_(out, in, n * elemSize_);
   recvQ_->release();
-  std::memcpy(slot, out, n * elemSize_);
+  copy_(slot, out, n * elemSize_);
   sendQ_->post(n * elemSize_);
   return loomSuccess;
 }
@@ -93,7 +94,7 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
 loomResult_t Primitives::recv(void* out, size_t n) {
   const void* in;
   LOOM_CHECK(waitRecv(&in, n));
-  std::memcpy(out, in, n * elemSize_);
+  copy_(out, in, n * elemSize_);
   recvQ_->release();
   return loomSuccess;
 }

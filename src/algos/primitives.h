@@ -43,6 +43,7 @@ class Primitives {
   RecvQueue* recvQ_ = nullptr;
   size_t elemSize_;
   size_t maxElems_;
+  CopyFn copy_ = nullptr;
   ReduceFn reduce_ = nullptr;
   ReduceDivFn sumDivide_ = nullptr;
   WaitContext ctx_;

@@ -5,7 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "algos/reduce_kernels.h"
+#include "algos/float_convert.h"
+#include "core/datatypes.h"
 
 namespace loom::testing {
 

@@ -1,0 +1,368 @@
+#include "perf/perf_harness.h"
+
+#include <getopt.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/datatypes.h"
+
+namespace loom::perf {
+
+namespace {
+
+struct Options {
+  size_t minBytes = 32 << 20, maxBytes = 32 << 20, stepBytes = 1 << 20;
+  double stepFactor = 1;
+  int iters = 20, warmup = 5, check = 1, average = 1, root = 0, timeoutSec = 0;
+  std::vector<loomDataType_t> types = {loomFloat32};
+  std::vector<loomRedOp_t> ops = {loomSum};
+  bool mpiBackend = false;
+};
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+      "usage: mpirun -np N %s [options]\n"
+      "nccl-tests compatible benchmark of loom (or, with --backend mpi, of the MPI library's own collective).\n"
+      "  -b, --minbytes <size>      smallest message (default 32M; K/M/G suffixes)\n"
+      "  -e, --maxbytes <size>      largest message (default 32M)\n"
+      "  -i, --stepbytes <size>     increment between sizes (default 1M)\n"
+      "  -f, --stepfactor <x>       multiply sizes by x instead of adding stepbytes\n"
+      "  -n, --iters <n>            timed iterations per size (default 20)\n"
+      "  -w, --warmup_iters <n>     untimed iterations before each size (default 5)\n"
+      "  -c, --check <0/1>          check results (default 1); #wrong counts wrong elements on all ranks\n"
+      "  -d, --datatype <t>         int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, or all\n"
+      "  -o, --op <op>              sum prod max min avg, or all (collectives that reduce)\n"
+      "  -r, --root <rank>          root rank (collectives with a root; default 0)\n"
+      "  -a, --average <0..3>       time reported: 0 rank 0's, 1 mean (default), 2 min, 3 max over ranks\n"
+      "  -T, --timeout <s>          loom timeout for every wait (default LOOM_TIMEOUT)\n"
+      "  -B, --backend <loom|mpi>   library measured (default loom)\n"
+      "  -t, -g, -m, -p, -z, -G     accepted for nccl-tests compatibility: only 1 thread, 1 device, no\n"
+      "                             aggregation, no graphs; other values are refused\n"
+      "  -h, --help                 this text\n"
+      "Output: one line per size with out-of-place then in-place time (us), algbw and busbw (GB/s) and\n"
+      "#wrong, then '# Avg bus bandwidth'.  Exit code 1 when any result was wrong.\n",
+      prog);
+}
+
+bool parseSize(const char* s, size_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (end == s || v < 0) return false;
+  double mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1 << 10, ++end;
+  else if (*end == 'M' || *end == 'm') mult = 1 << 20, ++end;
+  else if (*end == 'G' || *end == 'g') mult = 1 << 30, ++end;
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0') return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+bool parseInt(const char* s, int lo, int hi, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// Returns -1 to continue, otherwise an exit code.
+int parseOptions(int argc, char** argv, Options* o, int rank) {
+  static const option longOpts[] = {
+      {"nthreads", required_argument, nullptr, 't'},     {"ngpus", required_argument, nullptr, 'g'},
+      {"minbytes", required_argument, nullptr, 'b'},     {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepbytes", required_argument, nullptr, 'i'},    {"stepfactor", required_argument, nullptr, 'f'},
+      {"iters", required_argument, nullptr, 'n'},        {"warmup_iters", required_argument, nullptr, 'w'},
+      {"agg_iters", required_argument, nullptr, 'm'},    {"check", required_argument, nullptr, 'c'},
+      {"datatype", required_argument, nullptr, 'd'},     {"op", required_argument, nullptr, 'o'},
+      {"root", required_argument, nullptr, 'r'},         {"average", required_argument, nullptr, 'a'},
+      {"parallel_init", required_argument, nullptr, 'p'}, {"blocking", required_argument, nullptr, 'z'},
+      {"cudagraph", required_argument, nullptr, 'G'},    {"timeout", required_argument, nullptr, 'T'},
+      {"backend", required_argument, nullptr, 'B'},      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  auto bad = [&](const char* what, const char* value) {
+    if (rank == 0) std::fprintf(stderr, "%s: invalid %s '%s' (see --help)\n", argv[0], what, value);
+    return 2;
+  };
+  int c, v;
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:m:c:d:o:r:a:p:z:G:T:B:h", longOpts, nullptr)) != -1) {
+    switch (c) {
+      case 'b': if (!parseSize(optarg, &o->minBytes)) return bad("size", optarg); break;
+      case 'e': if (!parseSize(optarg, &o->maxBytes)) return bad("size", optarg); break;
+      case 'i': if (!parseSize(optarg, &o->stepBytes) || o->stepBytes == 0) return bad("step", optarg); break;
+      case 'f': {
+        char* end = nullptr;
+        o->stepFactor = std::strtod(optarg, &end);
+        if (end == optarg || *end != '\0' || o->stepFactor < 1) return bad("step factor", optarg);
+        break;
+      }
+      case 'n': if (!parseInt(optarg, 1, 1 << 30, &o->iters)) return bad("iteration count", optarg); break;
+      case 'w': if (!parseInt(optarg, 0, 1 << 30, &o->warmup)) return bad("warmup count", optarg); break;
+      case 'c': if (!parseInt(optarg, 0, 1, &o->check)) return bad("check flag", optarg); break;
+      case 'a': if (!parseInt(optarg, 0, 3, &o->average)) return bad("average mode", optarg); break;
+      case 'r': if (!parseInt(optarg, 0, 1 << 30, &o->root)) return bad("root", optarg); break;
+      case 'T': if (!parseInt(optarg, 1, 1 << 20, &o->timeoutSec)) return bad("timeout", optarg); break;
+      case 't': case 'g': case 'm': if (!parseInt(optarg, 1, 1, &v)) return bad("value (only 1 is supported)", optarg); break;
+      case 'p': case 'z': case 'G': if (!parseInt(optarg, 0, 1, &v)) return bad("flag", optarg); break;
+      case 'd': {
+        o->types.clear();
+        for (int t = 0; t < loomNumTypes; ++t)
+          if (!std::strcmp(optarg, "all") || !std::strcmp(optarg, typeName(static_cast<loomDataType_t>(t))))
+            o->types.push_back(static_cast<loomDataType_t>(t));
+        if (o->types.empty()) return bad("datatype", optarg);
+        break;
+      }
+      case 'o': {
+        o->ops.clear();
+        for (int k = 0; k < loomNumOps; ++k)
+          if (!std::strcmp(optarg, "all") || !std::strcmp(optarg, opName(static_cast<loomRedOp_t>(k))))
+            o->ops.push_back(static_cast<loomRedOp_t>(k));
+        if (o->ops.empty()) return bad("op", optarg);
+        break;
+      }
+      case 'B':
+        if (!std::strcmp(optarg, "mpi")) o->mpiBackend = true;
+        else if (std::strcmp(optarg, "loom") != 0) return bad("backend", optarg);
+        break;
+      case 'h': if (rank == 0) usage(stdout, argv[0]); return 0;
+      default: if (rank == 0) usage(stderr, argv[0]); return 2;
+    }
+  }
+  if (optind < argc) return bad("argument", argv[optind]);
+  if (o->minBytes > o->maxBytes) return bad("range: minbytes above maxbytes", "");
+  return -1;
+}
+
+MPI_Datatype mpiType(loomDataType_t t) {
+  switch (t) {
+    case loomInt8: return MPI_INT8_T;
+    case loomUint8: return MPI_UINT8_T;
+    case loomInt32: return MPI_INT32_T;
+    case loomUint32: return MPI_UINT32_T;
+    case loomInt64: return MPI_INT64_T;
+    case loomUint64: return MPI_UINT64_T;
+    case loomFloat32: return MPI_FLOAT;
+    case loomFloat64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;  // MPI has no float16 / bfloat16
+  }
+}
+
+MPI_Op mpiOp(loomRedOp_t op) {
+  switch (op) {
+    case loomSum: return MPI_SUM;
+    case loomProd: return MPI_PROD;
+    case loomMax: return MPI_MAX;
+    case loomMin: return MPI_MIN;
+    default: return MPI_OP_NULL;  // MPI has no average
+  }
+}
+
+struct Runner {
+  const PerfTest& test;
+  const Options& o;
+  int rank, nranks;
+  loomComm_t comm;
+
+  bool run(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op) const {
+    if (o.mpiBackend) return test.runMpi(b, inPlace, mpiType(type), mpiOp(op), o.root, MPI_COMM_WORLD) == MPI_SUCCESS;
+    loomResult_t r = test.runLoom(b, type, op, o.root, comm);
+    if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
+    return r == loomSuccess;
+  }
+
+  // Mean time per call in microseconds (combined over ranks per -a), and wrong elements over all ranks.
+  bool measure(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op, double* usec, long* wrong) const {
+    for (int i = 0; i < o.warmup; ++i)
+      if (!run(b, inPlace, type, op)) return false;
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters; ++i)
+      if (!run(b, inPlace, type, op)) return false;
+    double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+    double sum = 0, mn = 0, mx = 0;
+    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &mn, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Bcast(&mine, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    *usec = o.average == 0 ? mine : o.average == 1 ? sum / nranks : o.average == 2 ? mn : mx;
+    long w = 0;
+    if (o.check) {
+      test.fillInput(b, type, op, o.root, rank, nranks);
+      if (!run(b, inPlace, type, op)) return false;
+      w = static_cast<long>(test.countWrong(b, type, op, o.root, rank, nranks));
+    }
+    MPI_Allreduce(&w, wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return true;
+  }
+};
+
+// Page-aligned, zeroed buffers, as nccl-tests gets from cudaMalloc (and independent of how the MPI
+// library has tuned malloc).
+class PageBuffer {
+ public:
+  explicit PageBuffer(size_t bytes) {
+    size_t len = (bytes + 4095) / 4096 * 4096 + 4096;
+    if (posix_memalign(&p_, 4096, len) != 0) {
+      std::fprintf(stderr, "out of memory allocating %zu bytes\n", len);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    std::memset(p_, 0, len);
+  }
+  ~PageBuffer() { std::free(p_); }
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  char* data() const { return static_cast<char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+std::string formatTime(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
+  return buf;
+}
+
+}  // namespace
+
+int perfMain(int argc, char** argv, const PerfTest& test) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, nranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  Options o;
+  int early = parseOptions(argc, argv, &o, rank);
+  if (early < 0 && test.usesRoot && o.root >= nranks) {
+    if (rank == 0) std::fprintf(stderr, "%s: root %d is not a rank of %d\n", argv[0], o.root, nranks);
+    early = 2;
+  }
+  if (early >= 0) {
+    MPI_Finalize();
+    return early;
+  }
+  if (o.mpiBackend) {  // drop what MPI cannot express rather than fail the whole sweep
+    std::vector<loomDataType_t> t;
+    for (auto x : o.types)
+      if (mpiType(x) != MPI_DATATYPE_NULL) t.push_back(x);
+    std::vector<loomRedOp_t> p;
+    for (auto x : o.ops)
+      if (mpiOp(x) != MPI_OP_NULL) p.push_back(x);
+    if ((t.empty() || (test.usesOp && p.empty()))) {
+      if (rank == 0) std::fprintf(stderr, "the mpi backend has no float16/bfloat16 types and no avg op\n");
+      MPI_Finalize();
+      return 2;
+    }
+    o.types = t;
+    o.ops = p;
+  }
+  if (!test.usesOp) o.ops = {loomSum};
+
+  loomComm_t comm = nullptr;
+  if (!o.mpiBackend) {
+    loomUniqueId id;
+    if (rank == 0 && loomGetUniqueId(&id) != loomSuccess) {
+      std::fprintf(stderr, "loomGetUniqueId: %s\n", loomGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+    if (o.timeoutSec > 0) cfg.timeoutSec = o.timeoutSec;
+    cfg.commName = test.name;
+    if (loomCommInitRankConfig(&comm, nranks, id, rank, &cfg) != loomSuccess) {
+      std::fprintf(stderr, "rank %d: loomCommInitRank: %s\n", rank, loomGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+
+  char host[64] = {0};
+  gethostname(host, sizeof(host) - 1);
+  if (rank == 0) {
+    int version = 0;
+    loomGetVersion(&version);
+    std::printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: 1 "
+                "validation: %d graph: 0\n#\n",
+                o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
+                o.stepFactor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check);
+    std::printf("# Backend: %s (%s)\n#\n# Using devices\n", o.mpiBackend ? "mpi" : "loom",
+                o.mpiBackend ? "the MPI library's own collective" : "loom, host memory");
+  }
+  for (int r = 0; r < nranks; ++r) {  // in rank order, like nccl-tests
+    if (r == rank) {
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  -1 [host] host memory\n", rank, static_cast<int>(getpid()), host);
+      std::fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (rank == 0) {
+    std::printf("#\n#%72s%35s\n", "out-of-place", "in-place");
+    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+                "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+
+  Runner runner{test, o, rank, nranks, comm};
+  double busSum = 0;
+  int busCount = 0;
+  long totalWrong = 0;
+  bool failed = false;
+  for (loomDataType_t type : o.types) {
+    for (loomRedOp_t op : o.ops) {
+      size_t es = typeSize(type);
+      for (size_t bytes = o.minBytes; bytes <= o.maxBytes && !failed;) {
+        size_t sendCount, recvCount, callCount;
+        test.counts(bytes, es, nranks, &sendCount, &recvCount, &callCount);
+        PageBuffer sendBuf(sendCount * es), recvBuf(recvCount * es);
+        Buffers outOfPlace{sendBuf.data(), recvBuf.data(), callCount};
+        test.fillInput(outOfPlace, type, op, o.root, rank, nranks);
+        std::string line;
+        char buf[256];
+        std::snprintf(buf, sizeof(buf), "%12zu  %12zu  %8s  %6s  %6d", callCount * es,
+                      callCount, typeName(type), test.usesOp ? opName(op) : "none", test.usesRoot ? o.root : -1);
+        line = buf;
+        for (bool inPlace : {false, true}) {
+          // In place: the collective reads and writes one buffer (nccl-tests' layout: recvbuff holds it).
+          Buffers b = outOfPlace;
+          if (inPlace) {
+            b.send = recvBuf.data();
+            if (sendCount < recvCount) b.send = recvBuf.data() + rank * sendCount * es;  // allgather layout
+          }
+          double usec = 0;
+          long wrong = 0;
+          if (!runner.measure(b, inPlace, type, op, &usec, &wrong)) {
+            failed = true;
+            break;
+          }
+          double algbw = static_cast<double>(callCount * es) / usec / 1e3;
+          double busbw = algbw * test.busFactor(nranks);
+          busSum += busbw;
+          ++busCount;
+          totalWrong += wrong;
+          std::snprintf(buf, sizeof(buf), "  %7s  %6.2f  %6.2f  %6s", formatTime(usec).c_str(), algbw, busbw,
+                        o.check ? std::to_string(wrong).c_str() : "N/A");
+          line += buf;
+        }
+        if (rank == 0 && !failed) std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+        size_t next = o.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(bytes) * o.stepFactor) : bytes + o.stepBytes;
+        if (next <= bytes) break;
+        bytes = next;
+      }
+    }
+  }
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %ld %s\n", totalWrong, totalWrong == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %g \n#\n", busCount ? busSum / busCount : 0.0);
+  }
+  if (comm != nullptr) loomCommDestroy(comm);
+  MPI_Finalize();
+  return failed ? 3 : totalWrong != 0 ? 1 : 0;
+}
+
+}  // namespace loom::perf

@@ -292,13 +292,14 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
     std::printf("# Backend: %s (%s)\n#\n# Using devices\n", o.mpiBackend ? "mpi" : "loom",
                 o.mpiBackend ? "the MPI library's own collective" : "loom, host memory");
   }
-  for (int r = 0; r < nranks; ++r) {  // in rank order, like nccl-tests
-    if (r == rank) {
-      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  -1 [host] host memory\n", rank, static_cast<int>(getpid()), host);
-      std::fflush(stdout);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
+  // One line per rank, printed by rank 0 in rank order (mpirun forwards each rank's stdout on its own).
+  char mine[128];
+  std::snprintf(mine, sizeof(mine), "#  Rank %2d Group  0 Pid %6d on %10s device  -1 [host] host memory", rank,
+                static_cast<int>(getpid()), host);
+  std::vector<char> all(rank == 0 ? sizeof(mine) * nranks : 1);
+  MPI_Gather(mine, sizeof(mine), MPI_CHAR, all.data(), sizeof(mine), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    for (int r = 0; r < nranks; ++r) std::printf("%s\n", &all[r * sizeof(mine)]);
   if (rank == 0) {
     std::printf("#\n#%72s%35s\n", "out-of-place", "in-place");
     std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",

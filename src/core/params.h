@@ -24,6 +24,7 @@ namespace loom {
   X(SHM_SLOT_SIZE, Size, "256K", "bytes per slot of a shared-memory FIFO: the pipelining chunk between two ranks")  \
   X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64)")                                                   \
   X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it sleeps; -1 = automatic (less when ranks > cores)") \
+  X(YIELD_US, Int, "1000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps on a futex") \
   X(SIMD, String, "auto", "reduction kernels: auto, avx2 or generic")
 
 enum class ParamType { Int, Size, String };

@@ -1,6 +1,7 @@
 #include "core/wait.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,13 @@ int spinMicroseconds() {
   // With more ranks than cores a spinning waiter steals the very core its peer needs to answer.
   return gLocalRanks.load(std::memory_order_relaxed) > cores ? 0 : 50;
 }
+
+int yieldMicroseconds() {
+  int64_t p = params().YIELD_US;
+  return p >= 0 ? static_cast<int>(p) : 0;
+}
+
+void yieldCore() { sched_yield(); }
 
 void futexWake(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);

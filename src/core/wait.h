@@ -1,5 +1,7 @@
-// Waiting without burning a core: spin for a short while (the peer usually answers within microseconds),
-// then sleep on a futex in slices of at most 100 ms.  Between slices the abort flag, the deadline and a
+// Waiting without burning a core, in three bounded phases: spin for a short while (the peer usually
+// answers within microseconds), then yield the core for a while (with more ranks than cores, the peer we
+// wait for is often runnable on our own core, and a futex wake-up costs tens of microseconds, far more
+// inside a VM), then sleep on a futex in slices of at most 100 ms.  Between slices the abort flag, the deadline and a
 // liveness probe (is the peer process still there?) are checked, so no wait is unbounded.
 //
 // The words live in memory shared between processes, so the futex calls are not FUTEX_PRIVATE.
@@ -31,7 +33,10 @@ struct WaitContext {
 // this process's communicators share the host's cores (no spinning when they outnumber the cores).
 void setLocalRanksPerCore(int localRanks);
 int spinMicroseconds();
+// Microseconds a waiting rank yields its core before it sleeps (LOOM_YIELD_US).
+int yieldMicroseconds();
 
+void yieldCore();
 void futexWake(std::atomic<uint32_t>* word);
 // Sleeps while *word == expected, at most `ms` milliseconds.
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms);
@@ -52,6 +57,14 @@ loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uin
       if (ready()) return loomSuccess;
       if ((i & 63) == 0 && Deadline::Clock::now() >= until) break;
     }
+  }
+  int yieldUs = yieldMicroseconds();
+  if (yieldUs > 0) {
+    auto until = Deadline::Clock::now() + std::chrono::microseconds(yieldUs);
+    do {
+      yieldCore();
+      if (ready()) return loomSuccess;
+    } while (Deadline::Clock::now() < until);
   }
   for (;;) {
     sleeping->store(1, std::memory_order_seq_cst);

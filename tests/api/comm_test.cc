@@ -99,33 +99,23 @@ TEST(Comm, LaunchersCanUseCommId) {
 // One rank never joins the collective: the other gets loomTimeout naming it, within the timeout plus
 // a little, and the communicator stays failed.
 TEST(Comm, SilentPeerTimesOutNamingIt) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  auto outcomes = forkRanks(2, [&](int rank) {
-    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-    cfg.timeoutSec = 2;
-    loomComm_t comm;
-    if (loomCommInitRankConfig(&comm, 2, id, rank, &cfg) != loomSuccess) return 2;
+  runRanks(2, [](int rank, loomComm_t comm) {
     if (rank == 1) {
       sleep(5);  // alive but silent
-      loomCommDestroy(comm);
-      return 0;
+      return;
     }
     float v[4] = {};
     auto t0 = std::chrono::steady_clock::now();
-    loomResult_t r = loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr);
+    EXPECT_EQ(loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr), loomTimeout);
     double s = secondsSince(t0);
-    std::string msg = loomGetLastError(comm);
+    EXPECT_GE(s, 1.9);
+    EXPECT_LT(s, 4.0);
+    EXPECT_NE(std::string(loomGetLastError(comm)).find("rank 1"), std::string::npos) << loomGetLastError(comm);
     loomResult_t async = loomSuccess;
-    loomCommGetAsyncError(comm, &async);
-    loomResult_t again = loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr);
-    loomCommDestroy(comm);
-    bool good = r == loomTimeout && s >= 1.9 && s < 4.0 && msg.find("rank 1") != std::string::npos &&
-                async == loomTimeout && again == loomTimeout;
-    if (!good) fprintf(stderr, "result %d after %.2fs, async %d, again %d: %s\n", r, s, async, again, msg.c_str());
-    return good ? 0 : 1;
-  }, 60);
-  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+    EXPECT_EQ(loomCommGetAsyncError(comm, &async), loomSuccess);
+    EXPECT_EQ(async, loomTimeout);
+    EXPECT_EQ(loomAllReduce(v, v, 4, loomFloat32, loomSum, comm, nullptr), loomTimeout) << "stays failed";
+  }, 60, /*commTimeoutSec=*/2);
 }
 
 // A peer killed mid-job: the survivor reports loomRemoteError naming it long before the timeout.
@@ -155,35 +145,20 @@ TEST(Comm, DeadPeerIsARemoteErrorNotAHang) {
 
 // Ranks that disagree on the count get loomInvalidUsage saying so, not a hang or garbage.
 TEST(Comm, MismatchedCountsAreDetected) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  auto outcomes = forkRanks(2, [&](int rank) {
-    loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-    cfg.timeoutSec = 10;
-    loomComm_t comm;
-    if (loomCommInitRankConfig(&comm, 2, id, rank, &cfg) != loomSuccess) return 2;
+  runRanks(2, [](int rank, loomComm_t comm) {
     std::vector<int32_t> v(rank == 0 ? 100 : 200, 1);
-    loomResult_t r = loomAllReduce(v.data(), v.data(), v.size(), loomInt32, loomSum, comm, nullptr);
-    std::string msg = loomGetLastError(comm);
-    loomCommDestroy(comm);
-    bool good = r == loomInvalidUsage && msg.find("different collectives, counts or types") != std::string::npos;
-    if (!good) fprintf(stderr, "rank %d: result %d: %s\n", rank, r, msg.c_str());
-    return good ? 0 : 1;
-  }, 60);
-  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+    EXPECT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomInt32, loomSum, comm, nullptr), loomInvalidUsage);
+    EXPECT_NE(std::string(loomGetLastError(comm)).find("different collectives, counts or types"), std::string::npos)
+        << loomGetLastError(comm);
+  }, 60, /*commTimeoutSec=*/10);
 }
 
 // loomCommAbort from another thread ends a blocked call promptly.
 TEST(Comm, AbortFromAnotherThreadUnblocksTheCall) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  auto outcomes = forkRanks(2, [&](int rank) {
-    loomComm_t comm;
-    if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 2;
+  runRanks(2, [](int rank, loomComm_t comm) {
     if (rank == 1) {
       sleep(3);
-      loomCommDestroy(comm);
-      return 0;
+      return;
     }
     std::thread aborter([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -191,14 +166,10 @@ TEST(Comm, AbortFromAnotherThreadUnblocksTheCall) {
     });
     float v[8] = {};
     auto t0 = std::chrono::steady_clock::now();
-    loomResult_t r = loomAllReduce(v, v, 8, loomFloat32, loomSum, comm, nullptr);
-    double s = secondsSince(t0);
+    EXPECT_EQ(loomAllReduce(v, v, 8, loomFloat32, loomSum, comm, nullptr), loomRemoteError);
+    EXPECT_LT(secondsSince(t0), 1.5);
     aborter.join();
-    bool good = r == loomRemoteError && s < 1.5;
-    if (!good) fprintf(stderr, "result %d after %.2fs\n", r, s);
-    return good ? 0 : 1;
   }, 60);
-  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
 }  // namespace

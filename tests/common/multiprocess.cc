@@ -86,20 +86,23 @@ std::vector<std::string> shmSegmentsOf(const loomUniqueId& uid) {
   return found;
 }
 
-void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec) {
+void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec,
+              int commTimeoutSec) {
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
   auto outcomes = forkRanks(
       n,
       [&](int rank) {
         loomComm_t comm = nullptr;
-        loomResult_t r = loomCommInitRank(&comm, n, id, rank);
+        loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+        if (commTimeoutSec > 0) cfg.timeoutSec = commTimeoutSec;
+        loomResult_t r = loomCommInitRankConfig(&comm, n, id, rank, &cfg);
         if (r != loomSuccess) {
           std::fprintf(stderr, "rank %d: loomCommInitRank: %s\n", rank, loomGetLastError(nullptr));
           return 3;
         }
         body(rank, comm);
-        loomCommDestroy(comm);
+        loomCommDestroy(comm);  // refused harmlessly if the body destroyed or aborted it
         return ::testing::Test::HasFailure() ? 1 : 0;
       },
       timeoutSec);

@@ -24,10 +24,11 @@ struct RankOutcome {
 // Forks n processes running fn(rank); the return value of fn is the exit code.
 std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn, double timeoutSec);
 
-// Forks n ranks that each join one communicator, run body(rank, comm), and destroy it.  Adds a gtest
-// failure for every rank that did not end cleanly, and for any shared-memory segment of the job left in
-// /dev/shm afterwards.
-void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec = 180);
+// Forks n ranks that each join one communicator (with config.timeoutSec = commTimeoutSec when it is
+// > 0), run body(rank, comm), and destroy it.  Adds a gtest failure for every rank that did not end
+// cleanly, and for any shared-memory segment of the job left in /dev/shm afterwards.
+void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec = 180,
+              int commTimeoutSec = 0);
 
 // /dev/shm entries that belong to the job of this unique id.
 std::vector<std::string> shmSegmentsOf(const loomUniqueId& id);

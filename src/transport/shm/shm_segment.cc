@@ -22,6 +22,16 @@ void ShmSegment::unlinkName() {
   named_ = false;
 }
 
+loomResult_t ShmSegment::mapAndClose(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) return setError(loomSystemError, "mmap(%s): %s", name_.c_str(), strerror(err));
+  data_ = p;
+  size_ = bytes;
+  return loomSuccess;
+}
+
 loomResult_t ShmSegment::create(const std::string& name, size_t bytes) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return setError(loomSystemError, "shm_open(%s): %s", name.c_str(), strerror(errno));
@@ -33,14 +43,7 @@ loomResult_t ShmSegment::create(const std::string& name, size_t bytes) {
     return setError(loomSystemError, "cannot reserve %zu bytes of shared memory for %s: %s (is /dev/shm full or "
                     "too small? docker: --shm-size)", bytes, name.c_str(), strerror(rc));
   }
-  data_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (data_ == MAP_FAILED) {
-    data_ = nullptr;
-    return setError(loomSystemError, "mmap(%s): %s", name.c_str(), strerror(errno));
-  }
-  size_ = bytes;
-  return loomSuccess;
+  return mapAndClose(fd, bytes);
 }
 
 loomResult_t ShmSegment::open(const std::string& name, size_t bytes) {
@@ -53,16 +56,9 @@ loomResult_t ShmSegment::open(const std::string& name, size_t bytes) {
     close(fd);
     return setError(loomSystemError, "shm segment %s is smaller than announced", name.c_str());
   }
-  data_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (data_ == MAP_FAILED) {
-    data_ = nullptr;
-    return setError(loomSystemError, "mmap(%s): %s", name.c_str(), strerror(errno));
-  }
-  size_ = bytes;
   name_ = name;
   named_ = true;
-  return loomSuccess;
+  return mapAndClose(fd, bytes);
 }
 
 }  // namespace loom

@@ -26,6 +26,8 @@ class ShmSegment {
   size_t size() const { return size_; }
 
  private:
+  loomResult_t mapAndClose(int fd, size_t bytes);
+
   void* data_ = nullptr;
   size_t size_ = 0;
   std::string name_;

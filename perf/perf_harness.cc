@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -319,28 +320,30 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
       for (size_t bytes = o.minBytes; bytes <= o.maxBytes && !failed;) {
         size_t sendCount, recvCount, callCount;
         test.counts(bytes, es, nranks, &sendCount, &recvCount, &callCount);
-        PageBuffer sendBuf(sendCount * es), recvBuf(recvCount * es);
+        PageBuffer sendBuf(sendCount * es), recvBuf(recvCount * es), inPlaceBuf(std::max(sendCount, recvCount) * es);
         Buffers outOfPlace{sendBuf.data(), recvBuf.data(), callCount};
+        // In place, one buffer holds both, laid out as NCCL defines it: allgather's send block is the
+        // rank's slot of the output, reducescatter's output is the rank's slot of the input.
+        Buffers inPlace{inPlaceBuf.data(), inPlaceBuf.data(), callCount};
+        if (sendCount < recvCount) inPlace.send = inPlaceBuf.data() + rank * sendCount * es;
+        if (sendCount > recvCount) inPlace.recv = inPlaceBuf.data() + rank * recvCount * es;
         test.fillInput(outOfPlace, type, op, o.root, rank, nranks);
+        test.fillInput(inPlace, type, op, o.root, rank, nranks);
         std::string line;
         char buf[256];
-        std::snprintf(buf, sizeof(buf), "%12zu  %12zu  %8s  %6s  %6d", callCount * es,
-                      callCount, typeName(type), test.usesOp ? opName(op) : "none", test.usesRoot ? o.root : -1);
+        std::snprintf(buf, sizeof(buf), "%12zu  %12zu  %8s  %6s  %6d", std::max(sendCount, recvCount) * es,
+                      std::max(sendCount, recvCount), typeName(type), test.usesOp ? opName(op) : "none",
+                      test.usesRoot ? o.root : -1);
         line = buf;
-        for (bool inPlace : {false, true}) {
-          // In place: the collective reads and writes one buffer (nccl-tests' layout: recvbuff holds it).
-          Buffers b = outOfPlace;
-          if (inPlace) {
-            b.send = recvBuf.data();
-            if (sendCount < recvCount) b.send = recvBuf.data() + rank * sendCount * es;  // allgather layout
-          }
+        for (bool isInPlace : {false, true}) {
+          const Buffers& b = isInPlace ? inPlace : outOfPlace;
           double usec = 0;
           long wrong = 0;
-          if (!runner.measure(b, inPlace, type, op, &usec, &wrong)) {
+          if (!runner.measure(b, isInPlace, type, op, &usec, &wrong)) {
             failed = true;
             break;
           }
-          double algbw = static_cast<double>(callCount * es) / usec / 1e3;
+          double algbw = static_cast<double>(std::max(sendCount, recvCount) * es) / usec / 1e3;
           double busbw = algbw * test.busFactor(nranks);
           busSum += busbw;
           ++busCount;

@@ -9,5 +9,11 @@ namespace loom {
 // Reduce-scatter then allgather around a ring, pipelined in slot-sized slices: 2(n-1)/n of the data
 // crosses each link, the bandwidth optimum.
 loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args);
+// count = elements per rank.  Each block crosses n-1 links: (n-1)/n of the output per link.
+loomResult_t ringAllGather(loomComm* comm, const CollArgs& args);
+loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args);
+// Slices stream along the ring from the root (broadcast) or towards it (reduce).
+loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args);
+loomResult_t chainReduce(loomComm* comm, const CollArgs& args);
 
 }  // namespace loom

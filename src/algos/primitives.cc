@@ -1,5 +1,6 @@
 #include "algos/primitives.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom {
@@ -7,14 +8,19 @@ namespace loom {
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, loomDataType_t type, loomRedOp_t op,
                        const char* what)
     : comm_(comm), sendPeer_(sendPeer), recvPeer_(recvPeer), elemSize_(typeSize(type)), ctx_(comm->waitContext(what)) {
+  // Every rank must cut the data into the same steps, whether it sends, receives or both: the step is
+  // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE), rounded to whole 64-byte blocks so
+  // that vector kernels run on whole chunks.
   size_t slot = SIZE_MAX;
   if (sendPeer >= 0) {
     sendQ_ = comm->connection(sendPeer, channel).send.get();
     slot = sendQ_->slotBytes();
   }
-  if (recvPeer >= 0) recvQ_ = comm->connection(recvPeer, channel).recv.get();
-  // Keep steps a multiple of 64 bytes so vector kernels run on aligned, whole chunks.
-  maxElems_ = slot == SIZE_MAX ? SIZE_MAX : (slot / 64 * 64) / elemSize_;
+  if (recvPeer >= 0) {
+    recvQ_ = comm->connection(recvPeer, channel).recv.get();
+    slot = std::min(slot, recvQ_->slotBytes());
+  }
+  maxElems_ = (slot / 64 * 64) / elemSize_;
   const ReduceKernels& k = reduceKernels();
   copy_ = k.copy;
   if (op >= 0 && op < kNumBuiltinOps) reduce_ = k.reduce[type][op];

@@ -42,13 +42,6 @@ loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomCon
   return loomSuccess;
 }
 
-loomResult_t checkBuffers(const void* sendbuff, const void* recvbuff, size_t sendBytes, size_t recvBytes,
-                          const char* fn) {
-  if (sendBytes > 0 && sendbuff == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
-  if (recvBytes > 0 && recvbuff == nullptr) return setError(loomInvalidArgument, "%s: recvbuff is NULL", fn);
-  return loomSuccess;
-}
-
 loomResult_t checkTypeOp(loomDataType_t type, loomRedOp_t op, bool needsOp, const char* fn) {
   if (static_cast<int>(type) < 0 || type >= loomNumTypes)
     return setError(loomInvalidArgument, "%s: datatype %d is not a loomDataType_t", fn, static_cast<int>(type));
@@ -71,6 +64,47 @@ loomResult_t checkStream(loomStream_t stream, const char* fn) {
     return setError(loomInvalidUsage, "%s: streams are not implemented yet; pass NULL (the call completes before "
                     "it returns)", fn);
   return loomSuccess;
+}
+
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
+
+// The checks every collective shares, then the call itself.  Buffer sizes and the in-place layout
+// follow NCCL: allgather is in place when sendbuff == recvbuff + rank * sendcount, reducescatter when
+// recvbuff == sendbuff + rank * recvcount, the others when sendbuff == recvbuff.  A buffer a rank does
+// not use (sendbuff off the broadcast root, recvbuff off the reduce root) may be NULL.
+loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, const CollArgs& args) {
+  LOOM_API_CHECK_COMM(comm, fn);
+  LOOM_CHECK(checkStream(stream, fn));
+  bool reduces = args.coll == CollType::AllReduce || args.coll == CollType::Reduce ||
+                 args.coll == CollType::ReduceScatter;
+  LOOM_CHECK(checkTypeOp(args.type, args.op, reduces, fn));
+  bool rooted = args.coll == CollType::Broadcast || args.coll == CollType::Reduce;
+  if (rooted && (args.root < 0 || args.root >= comm->nranks))
+    return setError(loomInvalidArgument, "%s: root %d out of range [0, %d)", fn, args.root, comm->nranks);
+  const int n = comm->nranks, rank = comm->rank;
+  size_t bytes = 0;
+  bool spread = args.coll == CollType::AllGather || args.coll == CollType::ReduceScatter;
+  LOOM_CHECK(checkCount(args.count, args.type, spread ? n : 1, fn, &bytes));
+  size_t sendBytes = bytes, recvBytes = bytes;
+  const char* s = static_cast<const char*>(args.sendbuff);
+  const char* r = static_cast<const char*>(args.recvbuff);
+  bool inPlace = s == r;
+  switch (args.coll) {
+    case CollType::Broadcast: if (rank != args.root) sendBytes = 0; break;
+    case CollType::Reduce: if (rank != args.root) recvBytes = 0; break;
+    case CollType::AllGather: recvBytes = bytes * n; inPlace = r != nullptr && s == r + rank * bytes; break;
+    case CollType::ReduceScatter: sendBytes = bytes * n; inPlace = s != nullptr && r == s + rank * bytes; break;
+    default: break;
+  }
+  if (sendBytes > 0 && s == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
+  if (recvBytes > 0 && r == nullptr) return setError(loomInvalidArgument, "%s: recvbuff is NULL", fn);
+  if (!inPlace && overlaps(s, sendBytes, r, recvBytes))
+    return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being the in-place layout", fn);
+  if (args.count == 0) return loomSuccess;
+  return comm->fail(runCollective(comm, args));
 }
 
 loomResult_t notImplemented(const char* fn) {
@@ -241,34 +275,33 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
 
 loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
                            loomRedOp_t op, loomComm_t comm, loomStream_t stream) {
-  const char* fn = "loomAllReduce";
-  LOOM_API_CHECK_COMM(comm, fn);
-  LOOM_CHECK(checkStream(stream, fn));
-  LOOM_CHECK(checkTypeOp(datatype, op, true, fn));
-  size_t bytes = 0;
-  LOOM_CHECK(checkCount(count, datatype, 1, fn, &bytes));
-  LOOM_CHECK(checkBuffers(sendbuff, recvbuff, bytes, bytes, fn));
-  const char* s = static_cast<const char*>(sendbuff);
-  const char* r = static_cast<const char*>(recvbuff);
-  if (s != r && s < r + bytes && r < s + bytes)
-    return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being equal (in-place means "
-                    "sendbuff == recvbuff)", fn);
-  if (count == 0) return loomSuccess;
-  return comm->fail(runCollective(comm, CollArgs{CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, -1}));
+  return collective("loomAllReduce", comm, stream,
+                    CollArgs{CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, -1});
 }
 
-loomResult_t loomBroadcast(const void*, void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
-  return notImplemented("loomBroadcast");
+loomResult_t loomBroadcast(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype, int root,
+                           loomComm_t comm, loomStream_t stream) {
+  return collective("loomBroadcast", comm, stream,
+                    CollArgs{CollType::Broadcast, sendbuff, recvbuff, count, datatype, loomSum, root});
 }
-loomResult_t loomReduce(const void*, void*, size_t, loomDataType_t, loomRedOp_t, int, loomComm_t, loomStream_t) {
-  return notImplemented("loomReduce");
+
+loomResult_t loomReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype, loomRedOp_t op,
+                        int root, loomComm_t comm, loomStream_t stream) {
+  return collective("loomReduce", comm, stream, CollArgs{CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root});
 }
-loomResult_t loomAllGather(const void*, void*, size_t, loomDataType_t, loomComm_t, loomStream_t) {
-  return notImplemented("loomAllGather");
+
+loomResult_t loomAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, loomDataType_t datatype,
+                           loomComm_t comm, loomStream_t stream) {
+  return collective("loomAllGather", comm, stream,
+                    CollArgs{CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, loomSum, -1});
 }
-loomResult_t loomReduceScatter(const void*, void*, size_t, loomDataType_t, loomRedOp_t, loomComm_t, loomStream_t) {
-  return notImplemented("loomReduceScatter");
+
+loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, loomDataType_t datatype,
+                               loomRedOp_t op, loomComm_t comm, loomStream_t stream) {
+  return collective("loomReduceScatter", comm, stream,
+                    CollArgs{CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1});
 }
+
 loomResult_t loomAllToAll(const void*, void*, size_t, loomDataType_t, loomComm_t, loomStream_t) {
   return notImplemented("loomAllToAll");
 }

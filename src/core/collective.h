@@ -19,6 +19,8 @@ struct CollArgs {
   int root;  // or peer, for send/recv
 };
 
+const char* collName(CollType c);
+
 // Runs the collective to completion on the calling thread.
 loomResult_t runCollective(loomComm* comm, const CollArgs& args);
 

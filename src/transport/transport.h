@@ -41,6 +41,7 @@ class SendQueue {
 class RecvQueue {
  public:
   virtual ~RecvQueue() = default;
+  virtual size_t slotBytes() const = 0;
   // Waits for the next posted slot.
   virtual loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) = 0;
   // Gives the slot returned by the last wait() back to the sender.

@@ -126,16 +126,34 @@ TEST_F(SingleRank, AllReduceRejectsBadArguments) {
 
 TEST_F(SingleRank, DeclaredButUnimplementedCallsSayNotImplemented) {
   char b[8] = {};
-  EXPECT_EQ(loomBroadcast(b, b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
-  expectMessage("not implemented yet");
-  EXPECT_EQ(loomReduce(b, b, 1, loomInt8, loomSum, 0, comm, nullptr), loomInvalidUsage);
-  EXPECT_EQ(loomAllGather(b, b, 1, loomInt8, comm, nullptr), loomInvalidUsage);
-  EXPECT_EQ(loomReduceScatter(b, b, 1, loomInt8, loomSum, comm, nullptr), loomInvalidUsage);
   EXPECT_EQ(loomAllToAll(b, b, 1, loomInt8, comm, nullptr), loomInvalidUsage);
+  expectMessage("not implemented yet");
   EXPECT_EQ(loomSend(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
   EXPECT_EQ(loomRecv(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
   EXPECT_EQ(loomGroupStart(), loomInvalidUsage);
   EXPECT_EQ(loomGroupEnd(), loomInvalidUsage);
+}
+
+TEST_F(SingleRank, RootedAndSpreadCollectivesCheckTheirArguments) {
+  char b[64] = {};
+  EXPECT_EQ(loomBroadcast(b, b, 8, loomInt8, 1, comm, nullptr), loomInvalidArgument);
+  expectMessage("root 1 out of range");
+  EXPECT_EQ(loomReduce(b, b, 8, loomInt8, loomSum, -1, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomReduce(b, b, 8, loomInt8, static_cast<loomRedOp_t>(9), 0, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomBroadcast(nullptr, b, 8, loomInt8, 0, comm, nullptr), loomInvalidArgument)
+      << "the root needs a sendbuff";
+  EXPECT_EQ(loomAllGather(b, b + 4, 8, loomInt8, comm, nullptr), loomInvalidArgument);
+  expectMessage("in-place layout");
+  EXPECT_EQ(loomAllGather(b, b, 8, loomInt8, comm, nullptr), loomSuccess) << "rank 0's block is in place";
+  EXPECT_EQ(loomReduceScatter(b, b, 8, loomInt8, loomMax, comm, nullptr), loomSuccess);
+  EXPECT_EQ(loomReduceScatter(b, nullptr, 8, loomInt8, loomMax, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomAllGather(b, b, static_cast<size_t>(1) << 62, loomInt64, comm, nullptr), loomInvalidArgument);
+  expectMessage("overflows");
+  int8_t v[4] = {1, 2, 3, 4}, w[4] = {};
+  ASSERT_EQ(loomBroadcast(v, w, 4, loomInt8, 0, comm, nullptr), loomSuccess);
+  EXPECT_EQ(w[3], 4);
+  ASSERT_EQ(loomReduce(v, w, 4, loomInt8, loomProd, 0, comm, nullptr), loomSuccess);
+  EXPECT_EQ(w[2], 3);
 }
 
 TEST_F(SingleRank, DestroyedCommIsRefusedNotUsed) {

@@ -138,13 +138,32 @@ void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void
   for (size_t i = 0; i < count; ++i) writeElement(type, buf, i, inputValue(type, op, rank, i));
 }
 
-size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t count, const void* got,
-                  std::string* firstMismatch) {
+namespace {
+void describe(std::string* out, size_t i, double have, double want) {
+  if (out == nullptr) return;
+  char msg[200];
+  snprintf(msg, sizeof(msg), "element %zu: got %.9g, want %.9g", i, have, want);
+  *out = msg;
+}
+}  // namespace
+
+size_t countWrongCopied(loomDataType_t type, loomRedOp_t op, int srcRank, size_t firstIndex, size_t count,
+                        const void* got, std::string* firstMismatch) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double want = inputValue(type, op, srcRank, firstIndex + i), have = readElement(type, got, i);
+    if (have != want && wrong++ == 0) describe(firstMismatch, firstIndex + i, have, want);
+  }
+  return wrong;
+}
+
+size_t countWrongReduced(loomDataType_t type, loomRedOp_t op, int nranks, size_t firstIndex, size_t count,
+                         const void* got, std::string* firstMismatch) {
   size_t wrong = 0;
   const double eps = epsilon(type);
   for (size_t i = 0; i < count; ++i) {
     double scale = 0;
-    double want = expected(type, op, nranks, i, &scale), have = readElement(type, got, i);
+    double want = expected(type, op, nranks, firstIndex + i, &scale), have = readElement(type, got, i);
     bool ok;
     if (!isFloat(type) || op == loomMax || op == loomMin) {
       ok = have == want;
@@ -152,11 +171,7 @@ size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t count,
       double tol = 2.0 * nranks * eps * std::fmax(scale, 1.0);
       ok = std::fabs(have - want) <= tol;
     }
-    if (!ok && wrong++ == 0 && firstMismatch != nullptr) {
-      char msg[200];
-      snprintf(msg, sizeof(msg), "element %zu: got %.9g, want %.9g", i, have, want);
-      *firstMismatch = msg;
-    }
+    if (!ok && wrong++ == 0) describe(firstMismatch, firstIndex + i, have, want);
   }
   return wrong;
 }

@@ -20,11 +20,18 @@ namespace loom::testing {
 double inputValue(loomDataType_t type, loomRedOp_t op, int rank, size_t i);
 // Writes `count` elements of rank's input into buf.
 void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void* buf);
-// Writes the expected allreduce result of elements [first, first+count) over nranks ranks.
-// Returns the number of elements of `got` that differ beyond the tolerance; the first one is described
-// in *firstMismatch (if not null).
-size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t count, const void* got,
-                  std::string* firstMismatch);
+// Checks got[0..count) against the reduction over nranks ranks of input elements
+// [firstIndex, firstIndex + count).  Returns the number of elements that differ beyond the tolerance;
+// the first one is described in *firstMismatch (if not null).
+size_t countWrongReduced(loomDataType_t type, loomRedOp_t op, int nranks, size_t firstIndex, size_t count,
+                         const void* got, std::string* firstMismatch);
+inline size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t count, const void* got,
+                         std::string* firstMismatch) {
+  return countWrongReduced(type, op, nranks, 0, count, got, firstMismatch);
+}
+// Checks got[0..count) against srcRank's input elements [firstIndex, firstIndex + count), bit for bit.
+size_t countWrongCopied(loomDataType_t type, loomRedOp_t op, int srcRank, size_t firstIndex, size_t count,
+                        const void* got, std::string* firstMismatch);
 
 // Reads element i of buf as a double.
 double readElement(loomDataType_t type, const void* buf, size_t i);

@@ -58,6 +58,8 @@ class ShmRecvQueue : public RecvQueue {
   ShmRecvQueue(std::unique_ptr<ShmSegment> seg, size_t offset)
       : seg_(std::move(seg)), h_(static_cast<FifoHeader*>(seg_->data())), slots_(static_cast<char*>(seg_->data()) + offset) {}
 
+  size_t slotBytes() const override { return h_->slotBytes; }
+
   loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) override {
     uint32_t t = tail_;
     if (t == headSeen_) {

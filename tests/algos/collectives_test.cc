@@ -1,0 +1,122 @@
+// The correctness matrix of broadcast, reduce, allgather and reducescatter on real forked ranks: every
+// type x op (where the collective reduces) x {out-of-place, in-place} x counts {0, 1, 7, 1023, 1<<20 + 3}
+// x roots {0, last} (where it has one), for 2, 3, 4 and 8 ranks.  Copies must be bit-exact; reductions
+// within the tolerance of tests/common/reference.h.  allreduce has its own matrix (allreduce_test.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/datatypes.h"
+#include "tests/common/multiprocess.h"
+#include "tests/common/reference.h"
+
+namespace loom {
+namespace {
+
+using testing::countWrongCopied;
+using testing::countWrongReduced;
+using testing::fillInput;
+using testing::runRanks;
+
+const size_t kCounts[] = {0, 1, 7, 1023, (1u << 20) + 3};
+
+enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter };
+const char* name(Coll c) {
+  switch (c) {
+    case Coll::Broadcast: return "broadcast";
+    case Coll::Reduce: return "reduce";
+    case Coll::AllGather: return "allgather";
+    default: return "reducescatter";
+  }
+}
+
+// One call and its check.  `count` is the count argument of the call.
+void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomRedOp_t op, size_t count, int root,
+            bool inPlace) {
+  const size_t es = typeSize(type);
+  const size_t sendCount = c == Coll::ReduceScatter ? count * n : count;
+  const size_t recvCount = c == Coll::AllGather ? count * n : count;
+  // In place one allocation holds both buffers, else recvBuf is recvbuff alone; either way its last byte
+  // is a guard just past the end of what the call may write.
+  const size_t recvBytes = (inPlace ? std::max(recvCount, sendCount) : recvCount) * es;
+  std::vector<char> sendBuf(sendCount * es + 1), recvBuf(recvBytes + 1, 0x5a);
+  char* recv = recvBuf.data();
+  char* send = sendBuf.data();
+  if (inPlace) {
+    if (c == Coll::AllGather) send = recv + rank * count * es;
+    else send = recv;  // reducescatter's in-place layout: recv is send + rank*count (checked below)
+  }
+  fillInput(type, op, rank, sendCount, send);
+  char* out = (c == Coll::ReduceScatter && inPlace) ? send + rank * count * es : recv;
+  recvBuf[recvBytes] = 0x77;
+  loomResult_t r = loomSuccess;
+  switch (c) {
+    case Coll::Broadcast: r = loomBroadcast(send, recv, count, type, root, comm, nullptr); break;
+    case Coll::Reduce: r = loomReduce(send, recv, count, type, op, root, comm, nullptr); break;
+    case Coll::AllGather: r = loomAllGather(send, recv, count, type, comm, nullptr); break;
+    case Coll::ReduceScatter: r = loomReduceScatter(send, out, count, type, op, comm, nullptr); break;
+  }
+  ASSERT_EQ(r, loomSuccess) << name(c) << ": " << loomGetLastError(comm);
+  std::string what = std::string(name(c)) + " rank " + std::to_string(rank) + "/" + std::to_string(n) + " " +
+                     typeName(type) + " " + opName(op) + " count " + std::to_string(count) + " root " +
+                     std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
+  std::string first;
+  size_t wrong = 0;
+  switch (c) {
+    case Coll::Broadcast: wrong = countWrongCopied(type, op, root, 0, count, recv, &first); break;
+    case Coll::Reduce:
+      if (rank == root) wrong = countWrongReduced(type, op, n, 0, count, recv, &first);
+      break;
+    case Coll::AllGather:
+      for (int b = 0; b < n; ++b) wrong += countWrongCopied(type, op, b, 0, count, recv + b * count * es, &first);
+      break;
+    case Coll::ReduceScatter: wrong = countWrongReduced(type, op, n, rank * count, count, out, &first); break;
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": " << first;
+  EXPECT_EQ(recvBuf[recvBytes], 0x77) << what << ": wrote past the end of recvbuff";
+}
+
+struct Case {
+  Coll coll;
+  int nranks;
+};
+
+class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
+  const Case k = GetParam();
+  const bool reduces = k.coll == Coll::Reduce || k.coll == Coll::ReduceScatter;
+  const bool rooted = k.coll == Coll::Broadcast || k.coll == Coll::Reduce;
+  runRanks(k.nranks, [&](int rank, loomComm_t comm) {
+    for (int root : rooted ? std::vector<int>{0, k.nranks - 1} : std::vector<int>{-1}) {
+      for (int t = 0; t < loomNumTypes; ++t) {
+        for (int o = 0; o < (reduces ? loomNumOps : 1); ++o) {
+          for (size_t count : kCounts) {
+            for (bool inPlace : {false, true}) {
+              runOne(k.coll, rank, k.nranks, comm, static_cast<loomDataType_t>(t), static_cast<loomRedOp_t>(o),
+                     count, root, inPlace);
+              if (::testing::Test::HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }, 900);
+}
+
+std::vector<Case> allCases() {
+  std::vector<Case> v;
+  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter})
+    for (int n : {2, 3, 4, 8}) v.push_back({c, n});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveMatrix, ::testing::ValuesIn(allCases()), [](const auto& p) {
+  return std::string(name(p.param.coll)) + "_" + std::to_string(p.param.nranks) + "ranks";
+});
+
+}  // namespace
+}  // namespace loom

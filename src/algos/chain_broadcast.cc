@@ -19,7 +19,7 @@ loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args) {
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const int position = (r - root + n) % n;  // 0 for the root, n-1 for the end of the chain
   LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args.type, loomSum,
+  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args,
                    "broadcast (chain)");
   const size_t slice = prims.maxElems();
 

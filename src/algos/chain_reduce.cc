@@ -19,7 +19,7 @@ loomResult_t chainReduce(loomComm* comm, const CollArgs& args) {
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const int position = (r - root - 1 + 2 * n) % n;  // 0 starts the chain, n-1 is the root
   LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args.type, args.op,
+  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args,
                    "reduce (chain)");
   const size_t slice = prims.maxElems();
   const int divisor = args.op == loomAvg ? n : 0;

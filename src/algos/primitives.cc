@@ -5,9 +5,16 @@
 
 namespace loom {
 
-Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, loomDataType_t type, loomRedOp_t op,
+Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,
                        const char* what)
-    : comm_(comm), sendPeer_(sendPeer), recvPeer_(recvPeer), elemSize_(typeSize(type)), ctx_(comm->waitContext(what)) {
+    : comm_(comm),
+      sendPeer_(sendPeer),
+      recvPeer_(recvPeer),
+      elemSize_(typeSize(call.type)),
+      signature_(callSignature(call)),
+      ctx_(comm->waitContext(what)) {
+  const loomDataType_t type = call.type;
+  const loomRedOp_t op = call.op;
   // Every rank must cut the data into the same steps, whether it sends, receives or both: the step is
   // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE), rounded to whole 64-byte blocks so
   // that vector kernels run on whole chunks.
@@ -30,8 +37,13 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
 
 loomResult_t Primitives::waitRecv(const void** data, size_t n) {
   size_t bytes = 0;
+  uint64_t signature = 0;
   ctx_.peer = recvPeer_;
-  LOOM_CHECK(recvQ_->wait(data, &bytes, ctx_));
+  LOOM_CHECK(recvQ_->wait(data, &bytes, &signature, ctx_));
+  if (signature != signature_)
+    return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm_->rank,
+                    describeCall(signature_).c_str(), comm_->describe(recvPeer_).c_str(),
+                    describeCall(signature).c_str());
   if (bytes != n * elemSize_)
     return setError(loomInvalidUsage, "%s: %s sent %zu bytes where rank %d expected %zu: the ranks called "
                     "different collectives, counts or types", ctx_.what, comm_->describe(recvPeer_).c_str(), bytes,
@@ -53,7 +65,7 @@ loomResult_t Primitives::send(const void* src, size_t n) {
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
   copy_(slot, src, n * elemSize_);
-  sendQ_->post(n * elemSize_);
+  sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
 
@@ -64,7 +76,7 @@ loomResult_t Primitives::recvReduceSend(const void* local, size_t n) {
   LOOM_CHECK(waitRecv(&in, n));
   reduce_(slot, in, local, n);
   recvQ_->release();
-  sendQ_->post(n * elemSize_);
+  sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
 
@@ -73,7 +85,7 @@ loomResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(recvReduceCopy(local, out, n, divisor));
   copy_(slot, out, n * elemSize_);  // `out` is still in cache
-  sendQ_->post(n * elemSize_);
+  sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
 
@@ -93,7 +105,7 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   copy_(out, in, n * elemSize_);
   recvQ_->release();
   copy_(slot, out, n * elemSize_);
-  sendQ_->post(n * elemSize_);
+  sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
 

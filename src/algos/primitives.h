@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "algos/reduce_kernels.h"
+#include "core/collective.h"
 #include "core/comm.h"
 
 namespace loom {
@@ -14,8 +15,8 @@ namespace loom {
 class Primitives {
  public:
   // sendPeer / recvPeer may be -1 when the algorithm never sends / receives through this object.
-  Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, loomDataType_t type, loomRedOp_t op,
-             const char* what);
+  // `call` gives the type, the op and the signature that every step sends and expects.
+  Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call, const char* what);
 
   // Largest element count one step may carry.
   size_t maxElems() const { return maxElems_; }
@@ -42,6 +43,7 @@ class Primitives {
   SendQueue* sendQ_ = nullptr;
   RecvQueue* recvQ_ = nullptr;
   size_t elemSize_;
+  uint64_t signature_;
   size_t maxElems_;
   CopyFn copy_ = nullptr;
   ReduceFn reduce_ = nullptr;

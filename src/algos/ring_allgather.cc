@@ -20,7 +20,7 @@ loomResult_t ringAllGather(loomComm* comm, const CollArgs& args) {
   if (n == 1) return loomSuccess;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, next, prev, 0, args.type, loomSum, "allgather (ring)");
+  Primitives prims(comm, next, prev, 0, args, "allgather (ring)");
   const size_t slice = prims.maxElems();
 
   for (size_t off = 0; off < args.count; off += slice) {

@@ -28,7 +28,7 @@ loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
   }
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, next, prev, 0, args.type, args.op, "allreduce (ring)");
+  Primitives prims(comm, next, prev, 0, args, "allreduce (ring)");
 
   // Segment s covers elements [segStart(s), segStart(s+1)).
   const size_t base = args.count / n, extra = args.count % n;

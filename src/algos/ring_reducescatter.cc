@@ -21,7 +21,7 @@ loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args) {
   }
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, next, prev, 0, args.type, args.op, "reducescatter (ring)");
+  Primitives prims(comm, next, prev, 0, args, "reducescatter (ring)");
   const size_t slice = prims.maxElems();
   const int divisor = args.op == loomAvg ? n : 0;
 

@@ -20,6 +20,27 @@ const char* collName(CollType c) {
   return "?";
 }
 
+uint64_t callSignature(const CollArgs& a) {
+  uint64_t coll = static_cast<uint64_t>(a.coll == CollType::Recv ? CollType::Send : a.coll);
+  uint64_t root = a.coll == CollType::Broadcast || a.coll == CollType::Reduce ? static_cast<uint64_t>(a.root + 1) : 0;
+  bool reduces = a.coll == CollType::AllReduce || a.coll == CollType::Reduce || a.coll == CollType::ReduceScatter;
+  uint64_t op = reduces ? static_cast<uint64_t>(a.op) & 0xff : 0;
+  return coll << 60 | (static_cast<uint64_t>(a.type) & 0xf) << 56 | op << 48 | (root & 0xfff) << 36 |
+         (static_cast<uint64_t>(a.count) & ((uint64_t{1} << 36) - 1));
+}
+
+std::string describeCall(uint64_t sig) {
+  auto coll = static_cast<CollType>(sig >> 60);
+  auto type = static_cast<loomDataType_t>((sig >> 56) & 0xf);
+  int op = static_cast<int>((sig >> 48) & 0xff), root = static_cast<int>((sig >> 36) & 0xfff) - 1;
+  std::string s = std::string(coll == CollType::Send ? "send/recv" : collName(coll)) + "(count " +
+                  std::to_string(sig & ((uint64_t{1} << 36) - 1)) + ", " + typeName(type);
+  bool reduces = coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::ReduceScatter;
+  if (reduces) s += std::string(", ") + (op < loomNumOps ? opName(static_cast<loomRedOp_t>(op)) : "user op");
+  if (root >= 0) s += ", root " + std::to_string(root);
+  return s + ")";
+}
+
 loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
   LOOM_TRACE(kColl, "%s count %zu type %s op %s root %d", collName(args.coll), args.count, typeName(args.type),
              opName(args.op), args.root);

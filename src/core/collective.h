@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "core/comm.h"
 
@@ -20,6 +22,13 @@ struct CollArgs {
 };
 
 const char* collName(CollType c);
+
+// A 64-bit description of a call that travels with every slot of its data, so that a rank receiving
+// data of another call can say which two calls met: collective (4 bits), type (4), op (8), root + 1
+// (12; 0 for none), count (36, modulo 2^36).  A send and its matching receive describe themselves as
+// the same Send call.
+uint64_t callSignature(const CollArgs& args);
+std::string describeCall(uint64_t signature);  // "allreduce(count 100, float, sum)"
 
 // Runs the collective to completion on the calling thread.
 loomResult_t runCollective(loomComm* comm, const CollArgs& args);

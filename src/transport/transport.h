@@ -34,8 +34,11 @@ class SendQueue {
   virtual size_t slotBytes() const = 0;
   // Waits for a free slot; *slot then points at slotBytes() writable bytes.
   virtual loomResult_t acquire(void** slot, const WaitContext& ctx) = 0;
-  // Hands the acquired slot, holding `bytes` bytes, to the receiver.
-  virtual void post(size_t bytes) = 0;
+  // The same without waiting: false when no slot is free yet.
+  virtual bool tryAcquire(void** slot) = 0;
+  // Hands the acquired slot, holding `bytes` bytes, to the receiver.  `signature` describes the call the
+  // data belongs to (see core/collective.h); the receiver checks it against its own.
+  virtual void post(size_t bytes, uint64_t signature) = 0;
 };
 
 class RecvQueue {
@@ -43,7 +46,9 @@ class RecvQueue {
   virtual ~RecvQueue() = default;
   virtual size_t slotBytes() const = 0;
   // Waits for the next posted slot.
-  virtual loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) = 0;
+  virtual loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) = 0;
+  // The same without waiting: false when nothing was posted yet.
+  virtual bool tryWait(const void** data, size_t* bytes, uint64_t* signature) = 0;
   // Gives the slot returned by the last wait() back to the sender.
   virtual void release() = 0;
 };

@@ -75,14 +75,16 @@ TEST(ShmTransport, InOrderAcrossWrapAroundBetweenThreads) {
       ASSERT_EQ(l.send->acquire(&slot, quickContext(30)), loomSuccess);
       size_t bytes = static_cast<size_t>(i % 97) * 8 + 8;
       for (size_t k = 0; k < bytes / 8; ++k) static_cast<uint64_t*>(slot)[k] = static_cast<uint64_t>(i) * 1000 + k;
-      l.send->post(bytes);
+      l.send->post(bytes, 0xabc0000000000000ull + static_cast<uint64_t>(i));
     }
   });
   for (int i = 0; i < messages; ++i) {
     const void* data;
     size_t bytes;
-    ASSERT_EQ(l.recv->wait(&data, &bytes, quickContext(30)), loomSuccess);
+    uint64_t sig = 0;
+    ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(30)), loomSuccess);
     ASSERT_EQ(bytes, static_cast<size_t>(i % 97) * 8 + 8);
+    ASSERT_EQ(sig, 0xabc0000000000000ull + static_cast<uint64_t>(i)) << "each slot carries its own signature";
     for (size_t k = 0; k < bytes / 8; ++k)
       ASSERT_EQ(static_cast<const uint64_t*>(data)[k], static_cast<uint64_t>(i) * 1000 + k);
     l.recv->release();
@@ -95,7 +97,7 @@ TEST(ShmTransport, FullFifoTimesOutInsteadOfOverwriting) {
   void* slot;
   int posted = 0;
   while (l.send->acquire(&slot, quickContext(0.2)) == loomSuccess) {
-    l.send->post(1);
+    l.send->post(1, 0);
     ASSERT_LT(++posted, 1000);
   }
   EXPECT_GE(posted, 2);
@@ -111,8 +113,9 @@ TEST(ShmTransport, EmptyFifoWaitEndsOnAbort) {
   });
   const void* data;
   size_t bytes;
+  uint64_t sig;
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(l.recv->wait(&data, &bytes, quickContext(60, &abort)), loomRemoteError);
+  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(60, &abort)), loomRemoteError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
   t.join();
 }
@@ -125,19 +128,44 @@ TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
     void* slot;
     if (l.send->acquire(&slot, quickContext(5)) != loomSuccess) _exit(1);
     std::memcpy(slot, "wake", 4);
-    l.send->post(4);
+    l.send->post(4, 7);
     _exit(0);
   }
   const void* data;
   size_t bytes;
+  uint64_t sig;
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(l.recv->wait(&data, &bytes, quickContext(10)), loomSuccess);
+  ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(10)), loomSuccess);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(std::memcmp(data, "wake", 4), 0);
   EXPECT_LT(s, 3.0);
   int status = 0;
   waitpid(child, &status, 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(ShmTransport, NonBlockingCallsNeverWait) {
+  Link l;
+  const void* data;
+  size_t bytes;
+  uint64_t sig;
+  EXPECT_FALSE(l.recv->tryWait(&data, &bytes, &sig)) << "nothing posted yet";
+  void* slot;
+  int posted = 0;
+  while (l.send->tryAcquire(&slot)) {
+    std::memcpy(slot, &posted, sizeof(posted));
+    l.send->post(sizeof(posted), 100 + posted);
+    ASSERT_LT(++posted, 1000);
+  }
+  EXPECT_GE(posted, 2) << "a FIFO holds several slots";
+  for (int i = 0; i < posted; ++i) {
+    ASSERT_TRUE(l.recv->tryWait(&data, &bytes, &sig));
+    EXPECT_EQ(sig, static_cast<uint64_t>(100 + i));
+    EXPECT_EQ(*static_cast<const int*>(data), i);
+    l.recv->release();
+  }
+  EXPECT_FALSE(l.recv->tryWait(&data, &bytes, &sig));
+  EXPECT_TRUE(l.send->tryAcquire(&slot)) << "released slots are free again";
 }
 
 TEST(ShmTransport, MalformedPeerInfoIsRefused) {

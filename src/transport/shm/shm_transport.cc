@@ -30,8 +30,12 @@ struct FifoHeader {
   alignas(kLine) uint64_t magic;
   uint32_t nslots;
   uint32_t slotBytes;
-  // Written by the sender: the byte count of each posted slot.
-  alignas(kLine) uint64_t bytes[kMaxSlots];
+  // Written by the sender: the byte count and call signature of each posted slot.
+  struct Posted {
+    uint64_t bytes;
+    uint64_t signature;
+  };
+  alignas(kLine) Posted posted[kMaxSlots];
 };
 
 // Slots start at a different offset within a page for each direction of a pair (and differ between the
@@ -60,21 +64,29 @@ class ShmRecvQueue : public RecvQueue {
 
   size_t slotBytes() const override { return h_->slotBytes; }
 
-  loomResult_t wait(const void** data, size_t* bytes, const WaitContext& ctx) override {
-    uint32_t t = tail_;
-    if (t == headSeen_) {
-      LOOM_CHECK(waitUntil([&] { return (headSeen_ = h_->head.load(std::memory_order_acquire)) != t; }, &h_->head,
-                           &h_->receiverSleeping, ctx));
-    }
-    uint32_t idx = t % h_->nslots;
-    *data = slots_ + static_cast<size_t>(idx) * h_->slotBytes;
-    *bytes = h_->bytes[idx];
+  loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override {
+    if (!ready()) LOOM_CHECK(waitUntil([&] { return ready(); }, &h_->head, &h_->receiverSleeping, ctx));
+    take(data, bytes, signature);
     return loomSuccess;
+  }
+
+  bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override {
+    if (!ready()) return false;
+    take(data, bytes, signature);
+    return true;
   }
 
   void release() override { publishAndWake(&h_->tail, ++tail_, &h_->senderSleeping); }
 
  private:
+  bool ready() { return tail_ != headSeen_ || tail_ != (headSeen_ = h_->head.load(std::memory_order_acquire)); }
+  void take(const void** data, size_t* bytes, uint64_t* signature) const {
+    uint32_t idx = tail_ % h_->nslots;
+    *data = slots_ + static_cast<size_t>(idx) * h_->slotBytes;
+    *bytes = h_->posted[idx].bytes;
+    *signature = h_->posted[idx].signature;
+  }
+
   std::unique_ptr<ShmSegment> seg_;
   FifoHeader* h_;
   char* slots_;
@@ -90,21 +102,29 @@ class ShmSendQueue : public SendQueue {
   size_t slotBytes() const override { return h_->slotBytes; }
 
   loomResult_t acquire(void** slot, const WaitContext& ctx) override {
-    uint32_t hd = head_, n = h_->nslots;
-    if (hd - tailSeen_ >= n) {
-      LOOM_CHECK(waitUntil([&] { return hd - (tailSeen_ = h_->tail.load(std::memory_order_acquire)) < n; },
-                           &h_->tail, &h_->senderSleeping, ctx));
-    }
-    *slot = slots_ + static_cast<size_t>(hd % n) * h_->slotBytes;
+    if (!free()) LOOM_CHECK(waitUntil([&] { return free(); }, &h_->tail, &h_->senderSleeping, ctx));
+    *slot = slotAt(head_);
     return loomSuccess;
   }
 
-  void post(size_t bytes) override {
-    h_->bytes[head_ % h_->nslots] = bytes;
+  bool tryAcquire(void** slot) override {
+    if (!free()) return false;
+    *slot = slotAt(head_);
+    return true;
+  }
+
+  void post(size_t bytes, uint64_t signature) override {
+    h_->posted[head_ % h_->nslots] = {bytes, signature};
     publishAndWake(&h_->head, ++head_, &h_->receiverSleeping);
   }
 
  private:
+  bool free() {
+    const uint32_t n = h_->nslots;
+    return head_ - tailSeen_ < n || head_ - (tailSeen_ = h_->tail.load(std::memory_order_acquire)) < n;
+  }
+  char* slotAt(uint32_t i) const { return slots_ + static_cast<size_t>(i % h_->nslots) * h_->slotBytes; }
+
   std::unique_ptr<ShmSegment> seg_;
   FifoHeader* h_;
   char* slots_;

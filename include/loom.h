@@ -71,6 +71,10 @@ typedef enum {
   loomMaxRedOp = 0x7fffffff /* keeps the enum 32-bit wide for user-created ops */
 } loomRedOp_t;
 
+/* Where the scalar of a PreMulSum op lives: read at each call through the pointer (loomScalarDevice; host
+ * memory in host builds), or copied once when the op is created (loomScalarHostImmediate). */
+typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;
+
 #define LOOM_UNIQUE_ID_BYTES 128
 /* Opaque rendezvous token: the root's address and a random 128-bit secret.  Make it on one rank with
  * loomGetUniqueId and hand it to every rank (MPI_Bcast, a file, a key-value store). */
@@ -142,8 +146,17 @@ loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatyp
                       loomStream_t stream);
 loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
                       loomStream_t stream);
+/* Calls between GroupStart and GroupEnd are checked at once and run at the outermost GroupEnd: each
+ * communicator's collectives in call order, then all its sends and receives together, in any order without
+ * deadlock.  Several communicators in one group progress at once. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
+
+/* A reduction op of `comm` that sums scalar * input over the ranks (each rank its own scalar).
+ * Use it with datatype only; release it with loomRedOpDestroy. */
+loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
+                                      loomScalarResidence_t residence, loomComm_t comm);
+loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -336,6 +336,11 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
                       test.usesRoot ? o.root : -1);
         line = buf;
         for (bool isInPlace : {false, true}) {
+          if (isInPlace && !test.hasInPlace) {
+            std::snprintf(buf, sizeof(buf), "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+            line += buf;
+            continue;
+          }
           const Buffers& b = isInPlace ? inPlace : outOfPlace;
           double usec = 0;
           long wrong = 0;

@@ -32,6 +32,8 @@ struct PerfTest {
   // Fills this rank's input before a checked run; counts wrong elements of the result afterwards.
   void (*fillInput)(const Buffers& b, loomDataType_t type, loomRedOp_t op, int root, int rank, int nranks);
   size_t (*countWrong)(const Buffers& b, loomDataType_t type, loomRedOp_t op, int root, int rank, int nranks);
+  // false: the in-place columns print N/A (sendrecv has no in-place form)
+  bool hasInPlace = true;
 };
 
 // Parses the command line, runs the sweep, prints the table; returns the process exit code.

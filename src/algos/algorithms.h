@@ -15,5 +15,7 @@ loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args);
 // Slices stream along the ring from the root (broadcast) or towards it (reduce).
 loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args);
 loomResult_t chainReduce(loomComm* comm, const CollArgs& args);
+// count = elements per block; every pair exchanges its blocks directly (algos/p2p.h).
+loomResult_t allToAll(loomComm* comm, const CollArgs& args);
 
 }  // namespace loom

@@ -30,8 +30,8 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   maxElems_ = (slot / 64 * 64) / elemSize_;
   const ReduceKernels& k = reduceKernels();
   copy_ = k.copy;
-  if (op >= 0 && op < kNumBuiltinOps) reduce_ = k.reduce[type][op];
-  else if (op == loomAvg) reduce_ = k.reduce[type][loomSum];
+  // avg and PreMulSum ops (their inputs arrive already scaled) add; avg divides at the end.
+  reduce_ = op >= 0 && op < kNumBuiltinOps ? k.reduce[type][op] : k.reduce[type][loomSum];
   sumDivide_ = k.sumDivide[type];
 }
 

@@ -23,9 +23,13 @@ constexpr int kNumBuiltinOps = 4;  // sum, prod, max, min; avg is sum plus a fin
 // dst <- src, n bytes (not overlapping).
 using CopyFn = void (*)(void* dst, const void* src, size_t n);
 
+// dst[i] = src[i] * scalar, where scalar points at one element of the type (PreMulSum's first step).
+using ScaleFn = void (*)(void* dst, const void* src, size_t count, const void* scalar);
+
 struct ReduceKernels {
   const char* isa;
   CopyFn copy;
+  ScaleFn scale[loomNumTypes];
   ReduceFn reduce[loomNumTypes][kNumBuiltinOps];
   ReduceDivFn sumDivide[loomNumTypes];
 };

@@ -9,6 +9,7 @@
 #include "algos/reduce_kernels.h"
 #include "core/collective.h"
 #include "core/comm.h"
+#include "core/group.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -80,13 +81,17 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   LOOM_CHECK(checkStream(stream, fn));
   bool reduces = args.coll == CollType::AllReduce || args.coll == CollType::Reduce ||
                  args.coll == CollType::ReduceScatter;
-  LOOM_CHECK(checkTypeOp(args.type, args.op, reduces, fn));
+  bool preMul = reduces && args.op >= loomNumOps && comm->preMulScalar(args.op, args.type) != nullptr;
+  LOOM_CHECK(checkTypeOp(args.type, args.op, reduces && !preMul, fn));
+  bool p2p = args.coll == CollType::Send || args.coll == CollType::Recv;
   bool rooted = args.coll == CollType::Broadcast || args.coll == CollType::Reduce;
-  if (rooted && (args.root < 0 || args.root >= comm->nranks))
-    return setError(loomInvalidArgument, "%s: root %d out of range [0, %d)", fn, args.root, comm->nranks);
+  if ((rooted || p2p) && (args.root < 0 || args.root >= comm->nranks))
+    return setError(loomInvalidArgument, "%s: %s %d out of range [0, %d)", fn, p2p ? "peer" : "root", args.root,
+                    comm->nranks);
   const int n = comm->nranks, rank = comm->rank;
   size_t bytes = 0;
-  bool spread = args.coll == CollType::AllGather || args.coll == CollType::ReduceScatter;
+  bool spread = args.coll == CollType::AllGather || args.coll == CollType::ReduceScatter ||
+                args.coll == CollType::AllToAll;
   LOOM_CHECK(checkCount(args.count, args.type, spread ? n : 1, fn, &bytes));
   size_t sendBytes = bytes, recvBytes = bytes;
   const char* s = static_cast<const char*>(args.sendbuff);
@@ -97,6 +102,9 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
     case CollType::Reduce: if (rank != args.root) recvBytes = 0; break;
     case CollType::AllGather: recvBytes = bytes * n; inPlace = r != nullptr && s == r + rank * bytes; break;
     case CollType::ReduceScatter: sendBytes = bytes * n; inPlace = s != nullptr && r == s + rank * bytes; break;
+    case CollType::AllToAll: sendBytes = recvBytes = bytes * n; break;
+    case CollType::Send: recvBytes = 0; break;
+    case CollType::Recv: sendBytes = 0; break;
     default: break;
   }
   if (sendBytes > 0 && s == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
@@ -104,12 +112,13 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   if (!inPlace && overlaps(s, sendBytes, r, recvBytes))
     return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being the in-place layout", fn);
   if (args.count == 0) return loomSuccess;
+  if (groupActive()) {
+    groupEnqueue(comm, args);
+    return loomSuccess;
+  }
   return comm->fail(runCollective(comm, args));
 }
 
-loomResult_t notImplemented(const char* fn) {
-  return setError(loomInvalidUsage, "%s: not implemented yet", fn);
-}
 
 }  // namespace
 
@@ -302,16 +311,57 @@ loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                     CollArgs{CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1});
 }
 
-loomResult_t loomAllToAll(const void*, void*, size_t, loomDataType_t, loomComm_t, loomStream_t) {
-  return notImplemented("loomAllToAll");
+loomResult_t loomAllToAll(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                          loomComm_t comm, loomStream_t stream) {
+  return collective("loomAllToAll", comm, stream,
+                    CollArgs{CollType::AllToAll, sendbuff, recvbuff, count, datatype, loomSum, -1});
 }
-loomResult_t loomSend(const void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
-  return notImplemented("loomSend");
+
+loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream) {
+  return collective("loomSend", comm, stream, CollArgs{CollType::Send, sendbuff, nullptr, count, datatype, loomSum, peer});
 }
-loomResult_t loomRecv(void*, size_t, loomDataType_t, int, loomComm_t, loomStream_t) {
-  return notImplemented("loomRecv");
+
+loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream) {
+  return collective("loomRecv", comm, stream, CollArgs{CollType::Recv, nullptr, recvbuff, count, datatype, loomSum, peer});
 }
-loomResult_t loomGroupStart(void) { return notImplemented("loomGroupStart"); }
-loomResult_t loomGroupEnd(void) { return notImplemented("loomGroupEnd"); }
+
+loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
+                                      loomScalarResidence_t residence, loomComm_t comm) {
+  const char* fn = "loomRedOpCreatePreMulSum";
+  if (op == nullptr || scalar == nullptr) return setError(loomInvalidArgument, "%s: op or scalar is NULL", fn);
+  LOOM_API_CHECK_COMM(comm, fn);
+  LOOM_CHECK(checkTypeOp(datatype, loomSum, false, fn));
+  if (residence != loomScalarDevice && residence != loomScalarHostImmediate)
+    return setError(loomInvalidArgument, "%s: residence %d is not a loomScalarResidence_t", fn, residence);
+  size_t slot = 0;
+  while (slot < comm->userOps.size() && comm->userOps[slot].live) ++slot;
+  if (slot == comm->userOps.size()) {
+    if (slot >= 200) return setError(loomInvalidUsage, "%s: 200 ops are live on this communicator already", fn);
+    comm->userOps.emplace_back();
+  }
+  loomComm::UserOp& u = comm->userOps[slot];
+  u = loomComm::UserOp();
+  u.live = true;
+  u.type = datatype;
+  if (residence == loomScalarDevice) u.scalarAt = scalar;
+  else std::memcpy(u.scalar, scalar, typeSize(datatype));
+  *op = static_cast<loomRedOp_t>(loomNumOps + static_cast<int>(slot));
+  return loomSuccess;
+}
+
+loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
+  LOOM_API_CHECK_COMM(comm, "loomRedOpDestroy");
+  long i = static_cast<long>(op) - loomNumOps;
+  if (i < 0 || i >= static_cast<long>(comm->userOps.size()) || !comm->userOps[i].live)
+    return setError(loomInvalidArgument, "loomRedOpDestroy: op %d is not a live PreMulSum op of this communicator",
+                    static_cast<int>(op));
+  comm->userOps[i].live = false;
+  return loomSuccess;
+}
+
+loomResult_t loomGroupStart(void) { return groupStart(); }
+loomResult_t loomGroupEnd(void) { return groupEnd(); }
 
 }  // extern "C"

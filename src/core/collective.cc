@@ -1,8 +1,11 @@
 #include "core/collective.h"
 
 #include "algos/algorithms.h"
+#include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
 #include "core/log.h"
+
+#include <vector>
 
 namespace loom {
 
@@ -24,7 +27,7 @@ uint64_t callSignature(const CollArgs& a) {
   uint64_t coll = static_cast<uint64_t>(a.coll == CollType::Recv ? CollType::Send : a.coll);
   uint64_t root = a.coll == CollType::Broadcast || a.coll == CollType::Reduce ? static_cast<uint64_t>(a.root + 1) : 0;
   bool reduces = a.coll == CollType::AllReduce || a.coll == CollType::Reduce || a.coll == CollType::ReduceScatter;
-  uint64_t op = reduces ? static_cast<uint64_t>(a.op) & 0xff : 0;
+  uint64_t op = !reduces ? 0 : a.op < loomNumOps ? static_cast<uint64_t>(a.op) : 0xff;  // 0xff: a PreMulSum op
   return coll << 60 | (static_cast<uint64_t>(a.type) & 0xf) << 56 | op << 48 | (root & 0xfff) << 36 |
          (static_cast<uint64_t>(a.count) & ((uint64_t{1} << 36) - 1));
 }
@@ -36,12 +39,14 @@ std::string describeCall(uint64_t sig) {
   std::string s = std::string(coll == CollType::Send ? "send/recv" : collName(coll)) + "(count " +
                   std::to_string(sig & ((uint64_t{1} << 36) - 1)) + ", " + typeName(type);
   bool reduces = coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::ReduceScatter;
-  if (reduces) s += std::string(", ") + (op < loomNumOps ? opName(static_cast<loomRedOp_t>(op)) : "user op");
+  if (reduces) s += std::string(", ") + (op < loomNumOps ? opName(static_cast<loomRedOp_t>(op)) : "premulsum");
   if (root >= 0) s += ", root " + std::to_string(root);
   return s + ")";
 }
 
-loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
+namespace {
+
+loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
   LOOM_TRACE(kColl, "%s count %zu type %s op %s root %d", collName(args.coll), args.count, typeName(args.type),
              opName(args.op), args.root);
   switch (args.coll) {
@@ -50,9 +55,29 @@ loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
     case CollType::ReduceScatter: return ringReduceScatter(comm, args);
     case CollType::Broadcast: return chainBroadcast(comm, args);
     case CollType::Reduce: return chainReduce(comm, args);
-    default:
-      return setError(loomInvalidUsage, "this collective is not implemented yet");
+    case CollType::AllToAll: return allToAll(comm, args);
+    case CollType::Send:
+    case CollType::Recv: return runTransfers(comm, {transferOf(args)}, collName(args.coll));
   }
+  return setError(loomInternalError, "unknown collective %d", static_cast<int>(args.coll));
+}
+
+}  // namespace
+
+loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
+  if (args.op < loomNumOps || args.sendbuff == nullptr) return runAlgorithm(comm, args);
+  // PreMulSum: scale this rank's input by its scalar into scratch, then reduce it as a sum (the op id
+  // stays, so that the call's signature still says premulsum).
+  const void* scalar = comm->preMulScalar(args.op, args.type);
+  if (scalar == nullptr)
+    return setError(loomInvalidArgument, "op %d is not a live PreMulSum op of %s on this communicator",
+                    static_cast<int>(args.op), typeName(args.type));
+  size_t elements = args.coll == CollType::ReduceScatter ? args.count * comm->nranks : args.count;
+  std::vector<char> scaled(elements * typeSize(args.type));
+  reduceKernels().scale[args.type](scaled.data(), args.sendbuff, elements, scalar);
+  CollArgs onScaled = args;
+  onScaled.sendbuff = scaled.data();
+  return runAlgorithm(comm, onScaled);
 }
 
 }  // namespace loom

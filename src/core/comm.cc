@@ -146,21 +146,23 @@ void unregisterComm(loomComm* comm) {
 }
 
 namespace {
-// Liveness probe run between sleeps: same-host peers whose process is gone will never answer.  All of
-// them are checked, not only the one waited for, so the message names the rank that actually died even
-// when the wait is on a neighbour that stopped because of it.
-loomResult_t probePeers(const void* arg, int waitedFor) {
+// Liveness probe run between sleeps: a same-host peer whose process is gone will never answer.  Only
+// the peer waited for counts (others may have finished and exited normally), but the message also names
+// every other vanished peer: the one waited for often stopped because of them.
+bool processGone(const PeerInfo& me, const PeerInfo& p) {
+  return p.hostHash == me.hostHash && p.pidNamespace == me.pidNamespace && p.pid != me.pid && kill(p.pid, 0) != 0 &&
+         errno == ESRCH;
+}
+
+std::string probePeers(const void* arg, int waitedFor) {
   const auto* comm = static_cast<const loomComm*>(arg);
   const PeerInfo& me = comm->peers[comm->rank];
-  std::string dead;
-  for (const PeerInfo& p : comm->peers) {
-    if (p.hostHash != me.hostHash || p.pidNamespace != me.pidNamespace || p.pid == me.pid) continue;
-    if (kill(p.pid, 0) != 0 && errno == ESRCH) dead += (dead.empty() ? "" : ", ") + comm->describe(p.rank);
-  }
-  if (!dead.empty())
-    return setError(loomRemoteError, "rank %d was waiting for %s, but these peers exited or were killed: %s",
-                    comm->rank, comm->describe(waitedFor).c_str(), dead.c_str());
-  return loomSuccess;
+  if (waitedFor < 0 || waitedFor >= comm->nranks || !processGone(me, comm->peers[waitedFor])) return "";
+  std::string others;
+  for (const PeerInfo& p : comm->peers)
+    if (p.rank != waitedFor && processGone(me, p)) others += (others.empty() ? "" : ", ") + comm->describe(p.rank);
+  return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+         ", which exited or was killed" + (others.empty() ? "" : "; also gone: " + others);
 }
 }  // namespace
 
@@ -176,6 +178,12 @@ loomResult_t loomComm::fail(loomResult_t code) {
   return code;
 }
 
+const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {
+  long i = static_cast<long>(op) - loomNumOps;
+  if (i < 0 || i >= static_cast<long>(userOps.size()) || !userOps[i].live || userOps[i].type != type) return nullptr;
+  return userOps[i].scalarAt != nullptr ? userOps[i].scalarAt : userOps[i].scalar;
+}
+
 std::string loomComm::describe(int peer) const {
   if (peer < 0 || peer >= nranks) return "rank ?";
   return "rank " + std::to_string(peer) + " (host " + peers[peer].hostName + ", pid " +
@@ -184,7 +192,7 @@ std::string loomComm::describe(int peer) const {
 
 WaitContext loomComm::waitContext(const char* what) const {
   WaitContext ctx;
-  ctx.deadline = Deadline::afterSeconds(timeoutSec);
+  ctx.timeoutSec = timeoutSec;
   ctx.abort = &abortFlag;
   ctx.probe = probePeers;
   ctx.probeArg = this;
@@ -250,6 +258,14 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
       row[p] = Connection();
       return fail(r);
     }
+  }
+  // Phase 3: wait until every peer is attached to our side too.  Without it a rank could finish its
+  // call and tear down its receiving side before a slower peer has attached to it.
+  const char attached = 1;
+  for (int p : todo) LOOM_CHECK(fail(bootstrap->send(p, 2000 + channel, &attached, 1)));
+  for (int p : todo) {
+    char ack = 0;
+    LOOM_CHECK(fail(bootstrap->recv(p, 2000 + channel, &ack, 1)));
   }
   return loomSuccess;
 }

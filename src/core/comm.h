@@ -60,6 +60,17 @@ struct loomComm {
   // [channel][peer]
   std::vector<std::vector<loom::Connection>> connections;
 
+  // PreMulSum ops made on this communicator; op id = loomNumOps + index.
+  struct UserOp {
+    bool live = false;
+    loomDataType_t type = loomFloat32;
+    const void* scalarAt = nullptr;  // loomScalarDevice: read at each call
+    unsigned char scalar[8] = {};    // loomScalarHostImmediate: copied at creation
+  };
+  std::vector<UserOp> userOps;
+  // The scalar of a live PreMulSum op of `type`, or nullptr when op is not one.
+  const void* preMulScalar(loomRedOp_t op, loomDataType_t type) const;
+
   // The first failure that broke the communicator; every later call returns it.
   loomResult_t error = loomSuccess;
   std::string errorMessage;

@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/params.h"
 
 namespace loom {
@@ -44,15 +46,43 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-loomResult_t waitSlowPath(const WaitContext& ctx) {
-  if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed))
-    return setError(loomRemoteError, "%s: communicator aborted", ctx.what);
-  if (ctx.probe != nullptr) LOOM_CHECK(ctx.probe(ctx.probeArg, ctx.peer));
-  if (ctx.deadline.expired()) {
+loomResult_t Backoff::idle() {
+  if (pending_ != loomSuccess) return failWait(pending_, pendingWhy_);
+  auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
+  if (idleUs < spinMicroseconds()) {
+    for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
+    return loomSuccess;
+  }
+  if (idleUs < spinMicroseconds() + yieldMicroseconds()) {
+    yieldCore();
+    return loomSuccess;
+  }
+  sleepUs_ = sleepUs_ == 0 ? 10 : std::min(sleepUs_ * 2, 1000);
+  usleep(static_cast<useconds_t>(sleepUs_));
+  pending_ = checkWait(ctx_, deadline_, &pendingWhy_);
+  return loomSuccess;
+}
+
+loomResult_t checkWait(const WaitContext& ctx, const Deadline& deadline, std::string* message) {
+  if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
+    *message = std::string(ctx.what) + ": communicator aborted";
+    return loomRemoteError;
+  }
+  if (ctx.probe != nullptr) {
+    std::string gone = ctx.probe(ctx.probeArg, ctx.peer);
+    if (!gone.empty()) {
+      *message = std::string(ctx.what) + ": " + gone;
+      return loomRemoteError;
+    }
+  }
+  if (deadline.expired()) {
     std::string who = ctx.describePeer ? ctx.describePeer(ctx.probeArg, ctx.peer) : "rank " + std::to_string(ctx.peer);
-    return setError(loomTimeout, "%s: no progress from %s within LOOM_TIMEOUT", ctx.what, who.c_str());
+    *message = std::string(ctx.what) + ": no progress from " + who + " within LOOM_TIMEOUT";
+    return loomTimeout;
   }
   return loomSuccess;
 }
+
+loomResult_t failWait(loomResult_t code, const std::string& message) { return setError(code, "%s", message.c_str()); }
 
 }  // namespace loom

@@ -18,10 +18,13 @@
 namespace loom {
 
 struct WaitContext {
-  Deadline deadline;
+  // Each wait may last this long without the awaited event (not the whole operation: a long call that
+  // keeps making progress never times out).
+  double timeoutSec = 300;
   const std::atomic<bool>* abort = nullptr;
-  // Optional: called between sleeps; a non-success result (the peer died) ends the wait with it.
-  loomResult_t (*probe)(const void* arg, int peer) = nullptr;
+  // Optional: called between sleeps; a non-empty answer says the peer is gone (and how), which ends the
+  // wait with loomRemoteError unless the awaited data turns out to be there after all.
+  std::string (*probe)(const void* arg, int peer) = nullptr;
   // Optional: names a peer in messages ("rank 3 (host h, pid 42)").
   std::string (*describePeer)(const void* arg, int peer) = nullptr;
   const void* probeArg = nullptr;
@@ -41,7 +44,11 @@ void futexWake(std::atomic<uint32_t>* word);
 // Sleeps while *word == expected, at most `ms` milliseconds.
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms);
 
-loomResult_t waitSlowPath(const WaitContext& ctx);  // abort / deadline / probe check between sleeps
+// Between sleeps: the abort flag, the liveness probe, then the deadline of this wait.  Returns the code
+// the wait would end with and its message, without recording it: the caller first looks once more for
+// the awaited event, since a peer may post its last data and exit while we sleep.
+loomResult_t checkWait(const WaitContext& ctx, const Deadline& deadline, std::string* message);
+loomResult_t failWait(loomResult_t code, const std::string& message);  // records it (setError)
 
 // Waits until ready() is true.  `word` is the shared counter whose change makes it true; `sleeping` is
 // the flag this waiter raises before sleeping.
@@ -49,6 +56,7 @@ template <typename Ready>
 loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
                        const WaitContext& ctx) {
   if (ready()) return loomSuccess;
+  const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
   int spinUs = spinMicroseconds();
   if (spinUs > 0) {
     auto until = Deadline::Clock::now() + std::chrono::microseconds(spinUs);
@@ -73,12 +81,38 @@ loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uin
       sleeping->store(0, std::memory_order_relaxed);
       return loomSuccess;
     }
-    futexWait(word, seen, ctx.deadline.remainingMs(100));
+    futexWait(word, seen, deadline.remainingMs(100));
     sleeping->store(0, std::memory_order_relaxed);
     if (ready()) return loomSuccess;
-    LOOM_CHECK(waitSlowPath(ctx));
+    std::string why;
+    loomResult_t code = checkWait(ctx, deadline, &why);
+    if (code != loomSuccess) return ready() ? loomSuccess : failWait(code, why);
   }
 }
+
+// Waiting on several things at once (a group's transfers to many peers), where there is no single word
+// to sleep on: the caller polls everything, and calls idle() after a pass that moved nothing.  idle()
+// spins, then yields, then sleeps in steps growing to 1 ms, with the same bounds as waitUntil; a dead
+// peer or the deadline ends the wait only when the pass after noticing it still moved nothing.
+class Backoff {
+ public:
+  explicit Backoff(const WaitContext& ctx) : ctx_(ctx) { progressed(); }
+  void progressed() {
+    idleSince_ = Deadline::Clock::now();
+    sleepUs_ = 0;
+    deadline_ = Deadline::afterSeconds(ctx_.timeoutSec);
+    pending_ = loomSuccess;
+  }
+  loomResult_t idle();
+
+ private:
+  const WaitContext& ctx_;
+  loomResult_t pending_ = loomSuccess;  // noticed at the last idle(), reported if nothing moved since
+  std::string pendingWhy_;
+  Deadline::Clock::time_point idleSince_;
+  Deadline deadline_;
+  int sleepUs_ = 0;
+};
 
 // The poster's half: publish `value`, then wake a sleeper if there may be one.
 inline void publishAndWake(std::atomic<uint32_t>* word, uint32_t value, std::atomic<uint32_t>* sleeping) {

@@ -1,4 +1,4 @@
-// The correctness matrix of broadcast, reduce, allgather and reducescatter on real forked ranks: every
+// The correctness matrix of broadcast, reduce, allgather, reducescatter and alltoall on real forked ranks: every
 // type x op (where the collective reduces) x {out-of-place, in-place} x counts {0, 1, 7, 1023, 1<<20 + 3}
 // x roots {0, last} (where it has one), for 2, 3, 4 and 8 ranks.  Copies must be bit-exact; reductions
 // within the tolerance of tests/common/reference.h.  allreduce has its own matrix (allreduce_test.cc).
@@ -23,12 +23,13 @@ using testing::runRanks;
 
 const size_t kCounts[] = {0, 1, 7, 1023, (1u << 20) + 3};
 
-enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter };
+enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter, AllToAll };
 const char* name(Coll c) {
   switch (c) {
     case Coll::Broadcast: return "broadcast";
     case Coll::Reduce: return "reduce";
     case Coll::AllGather: return "allgather";
+    case Coll::AllToAll: return "alltoall";
     default: return "reducescatter";
   }
 }
@@ -37,8 +38,8 @@ const char* name(Coll c) {
 void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomRedOp_t op, size_t count, int root,
             bool inPlace) {
   const size_t es = typeSize(type);
-  const size_t sendCount = c == Coll::ReduceScatter ? count * n : count;
-  const size_t recvCount = c == Coll::AllGather ? count * n : count;
+  const size_t sendCount = c == Coll::ReduceScatter || c == Coll::AllToAll ? count * n : count;
+  const size_t recvCount = c == Coll::AllGather || c == Coll::AllToAll ? count * n : count;
   // In place one allocation holds both buffers, else recvBuf is recvbuff alone; either way its last byte
   // is a guard just past the end of what the call may write.
   const size_t recvBytes = (inPlace ? std::max(recvCount, sendCount) : recvCount) * es;
@@ -58,6 +59,7 @@ void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomR
     case Coll::Reduce: r = loomReduce(send, recv, count, type, op, root, comm, nullptr); break;
     case Coll::AllGather: r = loomAllGather(send, recv, count, type, comm, nullptr); break;
     case Coll::ReduceScatter: r = loomReduceScatter(send, out, count, type, op, comm, nullptr); break;
+    case Coll::AllToAll: r = loomAllToAll(send, recv, count, type, comm, nullptr); break;
   }
   ASSERT_EQ(r, loomSuccess) << name(c) << ": " << loomGetLastError(comm);
   std::string what = std::string(name(c)) + " rank " + std::to_string(rank) + "/" + std::to_string(n) + " " +
@@ -74,6 +76,10 @@ void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomR
       for (int b = 0; b < n; ++b) wrong += countWrongCopied(type, op, b, 0, count, recv + b * count * es, &first);
       break;
     case Coll::ReduceScatter: wrong = countWrongReduced(type, op, n, rank * count, count, out, &first); break;
+    case Coll::AllToAll:  // block p came from rank p's block for us
+      for (int p = 0; p < n; ++p)
+        wrong += countWrongCopied(type, op, p, rank * count, count, recv + p * count * es, &first);
+      break;
   }
   EXPECT_EQ(wrong, 0u) << what << ": " << first;
   EXPECT_EQ(recvBuf[recvBytes], 0x77) << what << ": wrote past the end of recvbuff";
@@ -109,7 +115,7 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
 
 std::vector<Case> allCases() {
   std::vector<Case> v;
-  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter})
+  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll})
     for (int n : {2, 3, 4, 8}) v.push_back({c, n});
   return v;
 }

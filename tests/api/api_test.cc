@@ -124,16 +124,6 @@ TEST_F(SingleRank, AllReduceRejectsBadArguments) {
   EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, comm, nullptr), loomSuccess);
 }
 
-TEST_F(SingleRank, DeclaredButUnimplementedCallsSayNotImplemented) {
-  char b[8] = {};
-  EXPECT_EQ(loomAllToAll(b, b, 1, loomInt8, comm, nullptr), loomInvalidUsage);
-  expectMessage("not implemented yet");
-  EXPECT_EQ(loomSend(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
-  EXPECT_EQ(loomRecv(b, 1, loomInt8, 0, comm, nullptr), loomInvalidUsage);
-  EXPECT_EQ(loomGroupStart(), loomInvalidUsage);
-  EXPECT_EQ(loomGroupEnd(), loomInvalidUsage);
-}
-
 TEST_F(SingleRank, RootedAndSpreadCollectivesCheckTheirArguments) {
   char b[64] = {};
   EXPECT_EQ(loomBroadcast(b, b, 8, loomInt8, 1, comm, nullptr), loomInvalidArgument);

@@ -51,7 +51,7 @@ struct Link {
 
 WaitContext quickContext(double seconds, const std::atomic<bool>* abort = nullptr) {
   WaitContext c;
-  c.deadline = Deadline::afterSeconds(seconds);
+  c.timeoutSec = seconds;
   c.abort = abort;
   return c;
 }

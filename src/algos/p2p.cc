@@ -1,0 +1,113 @@
+// The transfer engine.  Each peer has an ordered queue of outgoing and of incoming transfers; one loop
+// polls them all without blocking (tryAcquire / tryWait), moving one slot at a time, and backs off
+// (spin, yield, sleep) only when a whole pass moved nothing.  Because every queue advances whenever its
+// peer does, there is no cycle of ranks each waiting for the next.
+#include "algos/p2p.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "algos/reduce_kernels.h"
+#include "core/collective.h"
+#include "core/log.h"
+
+namespace loom {
+
+namespace {
+
+struct Pending {
+  const Transfer* t;
+  size_t done = 0;
+};
+
+// Transfers to and from oneself: the k-th send is copied into the k-th receive.
+loomResult_t selfCopies(loomComm* comm, const std::vector<Transfer>& transfers) {
+  std::deque<const Transfer*> sends, recvs;
+  for (const Transfer& t : transfers)
+    if (t.peer == comm->rank) (t.send ? sends : recvs).push_back(&t);
+  if (sends.size() != recvs.size())
+    return setError(loomInvalidUsage, "rank %d posted %zu sends to itself but %zu receives from itself", comm->rank,
+                    sends.size(), recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i]->bytes != recvs[i]->bytes || sends[i]->signature != recvs[i]->signature)
+      return setError(loomInvalidUsage, "rank %d sends itself %s but receives %s", comm->rank,
+                      describeCall(sends[i]->signature).c_str(), describeCall(recvs[i]->signature).c_str());
+    if (sends[i]->buffer != recvs[i]->buffer) reduceKernels().copy(recvs[i]->buffer, sends[i]->buffer, sends[i]->bytes);
+  }
+  return loomSuccess;
+}
+
+}  // namespace
+
+Transfer transferOf(const CollArgs& a) {
+  bool send = a.coll == CollType::Send;
+  char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+  return Transfer{a.root, send, buf, a.count * typeSize(a.type), callSignature(a)};
+}
+
+loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers, const char* what) {
+  LOOM_CHECK(selfCopies(comm, transfers));
+  std::vector<int> peers;
+  std::map<int, std::deque<Pending>> out, in;
+  for (const Transfer& t : transfers) {
+    if (t.peer == comm->rank || t.bytes == 0) continue;  // empty transfers carry nothing, on both ends
+    peers.push_back(t.peer);
+    (t.send ? out : in)[t.peer].push_back(Pending{&t});
+  }
+  if (peers.empty()) return loomSuccess;
+  LOOM_CHECK(comm->connect(peers, 0));
+  const CopyFn copy = reduceKernels().copy;
+  WaitContext ctx = comm->waitContext(what);
+  Backoff backoff(ctx);
+
+  while (!out.empty() || !in.empty()) {
+    bool moved = false;
+    for (auto it = out.begin(); it != out.end();) {
+      SendQueue* q = comm->connection(it->first, 0).send.get();
+      Pending& p = it->second.front();
+      void* slot;
+      while (p.done < p.t->bytes && q->tryAcquire(&slot)) {
+        size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
+        copy(slot, p.t->buffer + p.done, n);
+        q->post(n, p.t->signature);
+        LOOM_TRACE(kTransport, "%s: rank %d -> %d: %zu bytes of %s", what, comm->rank, it->first, n,
+                   describeCall(p.t->signature).c_str());
+        p.done += n;
+        moved = true;
+      }
+      if (p.done == p.t->bytes) it->second.pop_front();
+      it = it->second.empty() ? out.erase(it) : std::next(it);
+    }
+    for (auto it = in.begin(); it != in.end();) {
+      RecvQueue* q = comm->connection(it->first, 0).recv.get();
+      Pending& p = it->second.front();
+      const void* data;
+      size_t n;
+      uint64_t signature;
+      while (p.done < p.t->bytes && q->tryWait(&data, &n, &signature)) {
+        if (signature != p.t->signature || n > p.t->bytes - p.done)
+          return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm->rank,
+                          describeCall(p.t->signature).c_str(), comm->describe(it->first).c_str(),
+                          describeCall(signature).c_str());
+        copy(p.t->buffer + p.done, data, n);
+        q->release();
+        LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,
+                   describeCall(signature).c_str());
+        p.done += n;
+        moved = true;
+      }
+      if (p.done == p.t->bytes) it->second.pop_front();
+      it = it->second.empty() ? in.erase(it) : std::next(it);
+    }
+    if (moved) {
+      backoff.progressed();
+    } else {
+      ctx.peer = !in.empty() ? in.begin()->first : out.begin()->first;
+      LOOM_CHECK(backoff.idle());
+    }
+  }
+  return loomSuccess;
+}
+
+}  // namespace loom

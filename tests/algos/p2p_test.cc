@@ -1,0 +1,191 @@
+// Sends, receives and groups on real ranks: any order inside a group completes, pairs match in order,
+// mismatches are named, and groups also drive several communicators from one thread.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/multiprocess.h"
+#include "tests/common/reference.h"
+
+namespace loom {
+namespace {
+
+using testing::countWrongCopied;
+using testing::fillInput;
+using testing::runRanks;
+
+// Every rank sends a large message to every other rank and receives one from each, posting its sends
+// and receives in an order that would deadlock without the group (all sends first, in reverse).
+TEST(PointToPoint, GroupOfAllPairsInAnyOrderCompletes) {
+  const int n = 4;
+  const size_t count = 300000;  // several slots per message
+  runRanks(n, [&](int rank, loomComm_t comm) {
+    std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(count)), out(n, std::vector<int32_t>(count, -1));
+    for (int p = 0; p < n; ++p) std::iota(in[p].begin(), in[p].end(), rank * 1000000 + p * 10000);
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    for (int p = n - 1; p >= 0; --p) {
+      if (p == rank) continue;
+      ASSERT_EQ(loomSend(in[p].data(), count, loomInt32, p, comm, nullptr), loomSuccess);
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      ASSERT_EQ(loomRecv(out[p].data(), count, loomInt32, p, comm, nullptr), loomSuccess);
+    }
+    ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      EXPECT_EQ(out[p].front(), p * 1000000 + rank * 10000);
+      EXPECT_EQ(out[p].back(), p * 1000000 + rank * 10000 + static_cast<int>(count) - 1);
+    }
+  });
+}
+
+// Outside groups: a ring shift where even ranks send first and odd ranks receive first; several
+// messages between one pair match in order; a rank may send to itself inside a group.
+TEST(PointToPoint, BlockingSendRecvAndSelf) {
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    const int n = 3, next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    for (int m = 0; m < 5; ++m) {
+      std::vector<float> a(1000 + m, static_cast<float>(rank * 10 + m)), b(1000 + m, -1.0f);
+      ASSERT_EQ(loomGroupStart(), loomSuccess);
+      ASSERT_EQ(loomSend(a.data(), a.size(), loomFloat32, next, comm, nullptr), loomSuccess);
+      ASSERT_EQ(loomRecv(b.data(), b.size(), loomFloat32, prev, comm, nullptr), loomSuccess);
+      ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
+      EXPECT_EQ(b[0], static_cast<float>(prev * 10 + m));
+    }
+    // Small messages outside any group: the FIFO absorbs a send before its receive is posted.
+    int64_t token = rank, got = -1;
+    if (rank % 2 == 0) {
+      ASSERT_EQ(loomSend(&token, 1, loomInt64, next, comm, nullptr), loomSuccess);
+      ASSERT_EQ(loomRecv(&got, 1, loomInt64, prev, comm, nullptr), loomSuccess);
+    } else {
+      ASSERT_EQ(loomRecv(&got, 1, loomInt64, prev, comm, nullptr), loomSuccess);
+      ASSERT_EQ(loomSend(&token, 1, loomInt64, next, comm, nullptr), loomSuccess);
+    }
+    EXPECT_EQ(got, prev);
+    int self[4] = {1, 2, 3, 4}, back[4] = {};
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomRecv(back, 4, loomInt32, rank, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomSend(self, 4, loomInt32, rank, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
+    EXPECT_EQ(back[3], 4);
+  });
+}
+
+TEST(PointToPoint, GroupsNestAndCheckUsage) {
+  EXPECT_EQ(loomGroupEnd(), loomInvalidUsage) << "GroupEnd without GroupStart";
+  runRanks(2, [&](int rank, loomComm_t comm) {
+    int v = rank, w = -1;
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomSend(&v, 1, loomInt32, 1 - rank, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess);
+    EXPECT_EQ(w, -1) << "nothing runs before the outermost GroupEnd";
+    ASSERT_EQ(loomRecv(&w, 1, loomInt32, 1 - rank, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess);
+    EXPECT_EQ(w, 1 - rank);
+    EXPECT_EQ(loomSend(&v, 1, loomInt32, 2, comm, nullptr), loomInvalidArgument) << "peer out of range";
+    EXPECT_EQ(loomRecv(nullptr, 1, loomInt32, 0, comm, nullptr), loomInvalidArgument);
+  });
+}
+
+TEST(PointToPoint, MismatchedSizesAreNamed) {
+  runRanks(2, [&](int rank, loomComm_t comm) {
+    std::vector<int32_t> v(rank == 0 ? 100 : 50, 1);
+    loomResult_t r = rank == 0 ? loomSend(v.data(), v.size(), loomInt32, 1, comm, nullptr)
+                               : loomRecv(v.data(), v.size(), loomInt32, 0, comm, nullptr);
+    if (rank == 1) {
+      EXPECT_EQ(r, loomInvalidUsage);
+      std::string msg = loomGetLastError(comm);
+      EXPECT_NE(msg.find("send/recv(count 50, int32)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("send/recv(count 100, int32)"), std::string::npos) << msg;
+    }
+  }, 60, /*commTimeoutSec=*/3);
+}
+
+// One thread drives all ranks of a loomCommInitAll through one group.
+TEST(PointToPoint, OneThreadDrivesSeveralCommunicatorsInAGroup) {
+  const int n = 3;
+  loomComm_t comms[n];
+  ASSERT_EQ(loomCommInitAll(comms, n, nullptr), loomSuccess);
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(50000));
+  for (int r = 0; r < n; ++r) fillInput(loomFloat32, loomSum, r, bufs[r].size(), bufs[r].data());
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(loomAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), loomFloat32, loomSum, comms[r], nullptr),
+              loomSuccess);
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    std::string first;
+    EXPECT_EQ(testing::countWrong(loomFloat32, loomSum, n, bufs[r].size(), bufs[r].data(), &first), 0u) << first;
+    EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
+  }
+}
+
+// PreMulSum: each rank scales its input by its own scalar; both residences; ops are per communicator.
+TEST(PreMulSum, SumsScaledInputs) {
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    double scalar = rank + 1.5;  // read through the pointer at each call
+    loomRedOp_t op;
+    ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat64, loomScalarDevice, comm), loomSuccess);
+    std::vector<double> v(1000, 2.0), out(1000);
+    ASSERT_EQ(loomAllReduce(v.data(), out.data(), v.size(), loomFloat64, op, comm, nullptr), loomSuccess)
+        << loomGetLastError(comm);
+    EXPECT_DOUBLE_EQ(out[999], 2.0 * (1.5 + 2.5 + 3.5));
+    scalar = 1;
+    ASSERT_EQ(loomReduceScatter(v.data(), out.data(), 300, loomFloat64, op, comm, nullptr), loomSuccess);
+    EXPECT_DOUBLE_EQ(out[0], 6.0);
+    EXPECT_EQ(loomAllReduce(v.data(), out.data(), v.size(), loomFloat32, op, comm, nullptr), loomInvalidArgument)
+        << "an op is for the type it was made with";
+    ASSERT_EQ(loomRedOpDestroy(op, comm), loomSuccess);
+    EXPECT_EQ(loomRedOpDestroy(op, comm), loomInvalidArgument);
+    EXPECT_EQ(loomAllReduce(v.data(), out.data(), v.size(), loomFloat64, op, comm, nullptr), loomInvalidArgument);
+
+    int32_t k = rank + 2;  // copied now
+    loomRedOp_t iop;
+    ASSERT_EQ(loomRedOpCreatePreMulSum(&iop, &k, loomInt32, loomScalarHostImmediate, comm), loomSuccess);
+    k = 1000;
+    int32_t x[2] = {10, -1}, y[2] = {};
+    ASSERT_EQ(loomReduce(x, y, 2, loomInt32, iop, 0, comm, nullptr), loomSuccess);
+    if (rank == 0) {
+      EXPECT_EQ(y[0], 10 * (2 + 3 + 4));
+      EXPECT_EQ(y[1], -(2 + 3 + 4));
+    }
+    ASSERT_EQ(loomRedOpDestroy(iop, comm), loomSuccess);
+  });
+}
+
+// A split communicator runs every collective.
+TEST(Split, EveryCallWorksOnASplitCommunicator) {
+  runRanks(4, [&](int rank, loomComm_t comm) {
+    loomComm_t sub = nullptr;
+    ASSERT_EQ(loomCommSplit(comm, rank % 2, rank, &sub, nullptr), loomSuccess);
+    const int me = rank / 2;
+    std::vector<int64_t> a(10, rank), b(20, -1);
+    ASSERT_EQ(loomAllReduce(a.data(), b.data(), 10, loomInt64, loomSum, sub, nullptr), loomSuccess);
+    EXPECT_EQ(b[0], rank % 2 == 0 ? 0 + 2 : 1 + 3);
+    ASSERT_EQ(loomBroadcast(a.data(), b.data(), 10, loomInt64, 1, sub, nullptr), loomSuccess);
+    EXPECT_EQ(b[9], rank % 2 == 0 ? 2 : 3);
+    ASSERT_EQ(loomReduce(a.data(), b.data(), 10, loomInt64, loomMax, 0, sub, nullptr), loomSuccess);
+    if (me == 0) {
+      EXPECT_EQ(b[0], rank + 2);
+    }
+    ASSERT_EQ(loomAllGather(a.data(), b.data(), 10, loomInt64, sub, nullptr), loomSuccess);
+    EXPECT_EQ(b[10], rank % 2 + 2);
+    ASSERT_EQ(loomReduceScatter(b.data(), a.data(), 10, loomInt64, loomSum, sub, nullptr), loomSuccess);
+    ASSERT_EQ(loomAllToAll(b.data(), a.data(), 5, loomInt64, sub, nullptr), loomSuccess);
+    int64_t token = rank, got = -1;
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomSend(&token, 1, loomInt64, 1 - me, sub, nullptr), loomSuccess);
+    ASSERT_EQ(loomRecv(&got, 1, loomInt64, 1 - me, sub, nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess);
+    EXPECT_EQ(got, me == 0 ? rank + 2 : rank - 2);
+    EXPECT_EQ(loomCommDestroy(sub), loomSuccess);
+  });
+}
+
+}  // namespace
+}  // namespace loom

@@ -102,6 +102,19 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
     }
     if (moved) {
       backoff.progressed();
+    } else if (out.size() + in.size() == 1) {
+      // One queue left: sleep on its own futex (a blocking wait consumes nothing; the next pass takes it).
+      if (!out.empty()) {
+        ctx.peer = out.begin()->first;
+        void* slot;
+        LOOM_CHECK(comm->connection(ctx.peer, 0).send->acquire(&slot, ctx));
+      } else {
+        ctx.peer = in.begin()->first;
+        const void* data;
+        size_t n;
+        uint64_t signature;
+        LOOM_CHECK(comm->connection(ctx.peer, 0).recv->wait(&data, &n, &signature, ctx));
+      }
     } else {
       ctx.peer = !in.empty() ? in.begin()->first : out.begin()->first;
       LOOM_CHECK(backoff.idle());

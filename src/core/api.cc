@@ -79,13 +79,11 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, const CollArgs& args) {
   LOOM_API_CHECK_COMM(comm, fn);
   LOOM_CHECK(checkStream(stream, fn));
-  bool reduces = args.coll == CollType::AllReduce || args.coll == CollType::Reduce ||
-                 args.coll == CollType::ReduceScatter;
+  bool reduces = collReduces(args.coll);
   bool preMul = reduces && args.op >= loomNumOps && comm->preMulScalar(args.op, args.type) != nullptr;
   LOOM_CHECK(checkTypeOp(args.type, args.op, reduces && !preMul, fn));
   bool p2p = args.coll == CollType::Send || args.coll == CollType::Recv;
-  bool rooted = args.coll == CollType::Broadcast || args.coll == CollType::Reduce;
-  if ((rooted || p2p) && (args.root < 0 || args.root >= comm->nranks))
+  if ((collHasRoot(args.coll) || p2p) && (args.root < 0 || args.root >= comm->nranks))
     return setError(loomInvalidArgument, "%s: %s %d out of range [0, %d)", fn, p2p ? "peer" : "root", args.root,
                     comm->nranks);
   const int n = comm->nranks, rank = comm->rank;
@@ -118,7 +116,6 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   }
   return comm->fail(runCollective(comm, args));
 }
-
 
 }  // namespace
 

@@ -25,9 +25,8 @@ const char* collName(CollType c) {
 
 uint64_t callSignature(const CollArgs& a) {
   uint64_t coll = static_cast<uint64_t>(a.coll == CollType::Recv ? CollType::Send : a.coll);
-  uint64_t root = a.coll == CollType::Broadcast || a.coll == CollType::Reduce ? static_cast<uint64_t>(a.root + 1) : 0;
-  bool reduces = a.coll == CollType::AllReduce || a.coll == CollType::Reduce || a.coll == CollType::ReduceScatter;
-  uint64_t op = !reduces ? 0 : a.op < loomNumOps ? static_cast<uint64_t>(a.op) : 0xff;  // 0xff: a PreMulSum op
+  uint64_t root = collHasRoot(a.coll) ? static_cast<uint64_t>(a.root + 1) : 0;
+  uint64_t op = !collReduces(a.coll) ? 0 : a.op < loomNumOps ? static_cast<uint64_t>(a.op) : 0xff;  // 0xff: a PreMulSum op
   return coll << 60 | (static_cast<uint64_t>(a.type) & 0xf) << 56 | op << 48 | (root & 0xfff) << 36 |
          (static_cast<uint64_t>(a.count) & ((uint64_t{1} << 36) - 1));
 }
@@ -38,8 +37,7 @@ std::string describeCall(uint64_t sig) {
   int op = static_cast<int>((sig >> 48) & 0xff), root = static_cast<int>((sig >> 36) & 0xfff) - 1;
   std::string s = std::string(coll == CollType::Send ? "send/recv" : collName(coll)) + "(count " +
                   std::to_string(sig & ((uint64_t{1} << 36) - 1)) + ", " + typeName(type);
-  bool reduces = coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::ReduceScatter;
-  if (reduces) s += std::string(", ") + (op < loomNumOps ? opName(static_cast<loomRedOp_t>(op)) : "premulsum");
+  if (collReduces(coll)) s += std::string(", ") + (op < loomNumOps ? opName(static_cast<loomRedOp_t>(op)) : "premulsum");
   if (root >= 0) s += ", root " + std::to_string(root);
   return s + ")";
 }

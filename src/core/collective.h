@@ -22,6 +22,10 @@ struct CollArgs {
 };
 
 const char* collName(CollType c);
+inline bool collReduces(CollType c) {
+  return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;
+}
+inline bool collHasRoot(CollType c) { return c == CollType::Broadcast || c == CollType::Reduce; }
 
 // A 64-bit description of a call that travels with every slot of its data, so that a rank receiving
 // data of another call can say which two calls met: collective (4 bits), type (4), op (8), root + 1

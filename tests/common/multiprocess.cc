@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -108,6 +109,8 @@ void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body,
       timeoutSec);
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
   for (const auto& s : shmSegmentsOf(id)) ADD_FAILURE() << "shared-memory segment left behind: /dev/shm/" << s;
+  errno = 0;
+  EXPECT_TRUE(waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD) << "a child process was left behind";
 }
 
 }  // namespace loom::testing

@@ -26,7 +26,8 @@ std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn
 
 // Forks n ranks that each join one communicator (with config.timeoutSec = commTimeoutSec when it is
 // > 0), run body(rank, comm), and destroy it.  Adds a gtest failure for every rank that did not end
-// cleanly, and for any shared-memory segment of the job left in /dev/shm afterwards.
+// cleanly, for any shared-memory segment of the job left in /dev/shm afterwards, and for any child
+// process still there.
 void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec = 180,
               int commTimeoutSec = 0);
 

@@ -11,6 +11,7 @@
 #include "algos/reduce_kernels.h"
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/params.h"
 
 namespace loom {
 
@@ -19,6 +20,7 @@ namespace {
 struct Pending {
   const Transfer* t;
   size_t done = 0;
+  bool direct = false;  // posted as one direct slot: complete once the receiver has read it
 };
 
 // Transfers to and from oneself: the k-th send is copied into the k-th receive.
@@ -58,6 +60,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   if (peers.empty()) return loomSuccess;
   LOOM_CHECK(comm->connect(peers, 0));
   const CopyFn copy = reduceKernels().copy;
+  const int64_t directMin = params().SHM_DIRECT_MIN;
   WaitContext ctx = comm->waitContext(what);
   Backoff backoff(ctx);
 
@@ -67,6 +70,13 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       SendQueue* q = comm->connection(it->first, 0).send.get();
       Pending& p = it->second.front();
       void* slot;
+      if (p.done == 0 && directMin > 0 && p.t->bytes >= static_cast<size_t>(directMin) && q->canPostDirect() &&
+          q->tryAcquire(&slot)) {
+        q->postDirect(p.t->buffer, p.t->bytes, p.t->signature);
+        p.done = p.t->bytes;
+        p.direct = true;
+        moved = true;
+      }
       while (p.done < p.t->bytes && q->tryAcquire(&slot)) {
         size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
         copy(slot, p.t->buffer + p.done, n);
@@ -76,7 +86,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
         p.done += n;
         moved = true;
       }
-      if (p.done == p.t->bytes) it->second.pop_front();
+      if (p.done == p.t->bytes && (!p.direct || q->directDone())) it->second.pop_front();
       it = it->second.empty() ? out.erase(it) : std::next(it);
     }
     for (auto it = in.begin(); it != in.end();) {
@@ -90,7 +100,8 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
           return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm->rank,
                           describeCall(p.t->signature).c_str(), comm->describe(it->first).c_str(),
                           describeCall(signature).c_str());
-        copy(p.t->buffer + p.done, data, n);
+        if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done));
+        else copy(p.t->buffer + p.done, data, n);
         q->release();
         LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,
                    describeCall(signature).c_str());
@@ -106,8 +117,10 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       // One queue left: sleep on its own futex (a blocking wait consumes nothing; the next pass takes it).
       if (!out.empty()) {
         ctx.peer = out.begin()->first;
+        SendQueue* q = comm->connection(ctx.peer, 0).send.get();
         void* slot;
-        LOOM_CHECK(comm->connection(ctx.peer, 0).send->acquire(&slot, ctx));
+        if (out.begin()->second.front().direct) LOOM_CHECK(q->waitDirectDone(ctx));
+        else LOOM_CHECK(q->acquire(&slot, ctx));
       } else {
         ctx.peer = in.begin()->first;
         const void* data;

@@ -39,6 +39,14 @@ class SendQueue {
   // Hands the acquired slot, holding `bytes` bytes, to the receiver.  `signature` describes the call the
   // data belongs to (see core/collective.h); the receiver checks it against its own.
   virtual void post(size_t bytes, uint64_t signature) = 0;
+
+  // Single copy, where the transport offers it: instead of data, the acquired slot carries where `bytes`
+  // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
+  // source must stay untouched until directDone() says every direct post was read.
+  virtual bool canPostDirect() const { return false; }
+  virtual void postDirect(const void* src, size_t bytes, uint64_t signature) {}
+  virtual bool directDone() { return true; }
+  virtual loomResult_t waitDirectDone(const WaitContext& ctx) { return loomSuccess; }
 };
 
 class RecvQueue {
@@ -51,6 +59,11 @@ class RecvQueue {
   virtual bool tryWait(const void** data, size_t* bytes, uint64_t* signature) = 0;
   // Gives the slot returned by the last wait() back to the sender.
   virtual void release() = 0;
+
+  // Whether the slot returned by the last wait() is a direct post (its data pointer is then null) and,
+  // if so, copies its `bytes` from the sender's memory to dst.
+  virtual bool isDirect() const { return false; }
+  virtual loomResult_t readDirect(void* dst) { return loomInternalError; }
 };
 
 // What a transport promises for a pair of ranks; the selector takes the best estimate.

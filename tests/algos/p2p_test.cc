@@ -18,8 +18,12 @@ using testing::fillInput;
 using testing::runRanks;
 
 // Every rank sends a large message to every other rank and receives one from each, posting its sends
-// and receives in an order that would deadlock without the group (all sends first, in reverse).
-TEST(PointToPoint, GroupOfAllPairsInAnyOrderCompletes) {
+// and receives in an order that would deadlock without the group (all sends first, in reverse).  Run
+// with single-copy reads of the sender's memory (the default for large messages) and without.
+class GroupOfAllPairs : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GroupOfAllPairs, InAnyOrderCompletes) {
+  setenv("LOOM_SHM_DIRECT_MIN", GetParam(), 1);
   const int n = 4;
   const size_t count = 300000;  // several slots per message
   runRanks(n, [&](int rank, loomComm_t comm) {
@@ -41,7 +45,11 @@ TEST(PointToPoint, GroupOfAllPairsInAnyOrderCompletes) {
       EXPECT_EQ(out[p].back(), p * 1000000 + rank * 10000 + static_cast<int>(count) - 1);
     }
   });
+  unsetenv("LOOM_SHM_DIRECT_MIN");
 }
+
+INSTANTIATE_TEST_SUITE_P(DirectMin, GroupOfAllPairs, ::testing::Values("64K", "0"),
+                         [](const auto& p) { return std::string(p.param[0] == '0' ? "copyThroughSlots" : "singleCopy"); });
 
 // Outside groups: a ring shift where even ranks send first and odd ranks receive first; several
 // messages between one pair match in order; a rank may send to itself inside a group.
@@ -121,6 +129,18 @@ TEST(PointToPoint, OneThreadDrivesSeveralCommunicatorsInAGroup) {
   for (int r = 0; r < n; ++r) {
     std::string first;
     EXPECT_EQ(testing::countWrong(loomFloat32, loomSum, n, bufs[r].size(), bufs[r].data(), &first), 0u) << first;
+  }
+  // A ring shift of large messages between threads of this process (single copy within one address space).
+  std::vector<std::vector<int64_t>> in(n, std::vector<int64_t>(200000)), out(n, std::vector<int64_t>(200000, -1));
+  for (int r = 0; r < n; ++r) std::iota(in[r].begin(), in[r].end(), r * 1000000);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(loomSend(in[r].data(), in[r].size(), loomInt64, (r + 1) % n, comms[r], nullptr), loomSuccess);
+    ASSERT_EQ(loomRecv(out[r].data(), out[r].size(), loomInt64, (r + n - 1) % n, comms[r], nullptr), loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(out[r].back(), in[(r + n - 1) % n].back());
     EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
   }
 }

@@ -1,5 +1,9 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +30,7 @@ struct FifoHeader {
   // Written by the receiver.
   alignas(kLine) std::atomic<uint32_t> tail;      // slots released
   std::atomic<uint32_t> receiverSleeping;         // receiver waits on `head`
+  std::atomic<uint32_t> directReads;              // direct posts read (the sender waits on it too)
   // Written once by the creator.
   alignas(kLine) uint64_t magic;
   uint32_t nslots;
@@ -34,6 +39,7 @@ struct FifoHeader {
   struct Posted {
     uint64_t bytes;
     uint64_t signature;
+    uint64_t source;  // direct post: where the bytes lie in the sender's memory; 0: they are in the slot
   };
   alignas(kLine) Posted posted[kMaxSlots];
 };
@@ -54,13 +60,38 @@ struct ShmConnectInfo {
   uint32_t nslots;
   uint32_t slotBytes;
   uint32_t slotOffset;
+  uint64_t magicAddress;  // where the receiver's mapping holds FifoHeader::magic (the single-copy probe)
 };
 static_assert(sizeof(ShmConnectInfo) <= sizeof(ConnectInfo), "shm connect info too large");
 
+// Copies `bytes` from address `source` of process `pid` (this process: a plain copy) into dst.
+loomResult_t readFromProcess(pid_t pid, uint64_t source, void* dst, size_t bytes) {
+  if (pid == getpid()) {
+    std::memcpy(dst, reinterpret_cast<const void*>(source), bytes);
+    return loomSuccess;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(dst) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(source + done), bytes - done};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return setError(loomRemoteError, "shm: reading %zu bytes from process %d failed: %s", bytes, static_cast<int>(pid),
+                      n < 0 ? strerror(errno) : "no progress");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return loomSuccess;
+}
+
 class ShmRecvQueue : public RecvQueue {
  public:
-  ShmRecvQueue(std::unique_ptr<ShmSegment> seg, size_t offset)
-      : seg_(std::move(seg)), h_(static_cast<FifoHeader*>(seg_->data())), slots_(static_cast<char*>(seg_->data()) + offset) {}
+  ShmRecvQueue(std::unique_ptr<ShmSegment> seg, size_t offset, pid_t sender)
+      : seg_(std::move(seg)),
+        h_(static_cast<FifoHeader*>(seg_->data())),
+        slots_(static_cast<char*>(seg_->data()) + offset),
+        sender_(sender) {}
 
   size_t slotBytes() const override { return h_->slotBytes; }
 
@@ -78,12 +109,22 @@ class ShmRecvQueue : public RecvQueue {
 
   void release() override { publishAndWake(&h_->tail, ++tail_, &h_->senderSleeping); }
 
+  bool isDirect() const override { return source_ != 0; }
+
+  loomResult_t readDirect(void* dst) override {
+    LOOM_CHECK(readFromProcess(sender_, source_, dst, bytes_));
+    publishAndWake(&h_->directReads, ++directReads_, &h_->senderSleeping);
+    return loomSuccess;
+  }
+
  private:
   bool ready() { return tail_ != headSeen_ || tail_ != (headSeen_ = h_->head.load(std::memory_order_acquire)); }
-  void take(const void** data, size_t* bytes, uint64_t* signature) const {
+  void take(const void** data, size_t* bytes, uint64_t* signature) {
     uint32_t idx = tail_ % h_->nslots;
-    *data = slots_ + static_cast<size_t>(idx) * h_->slotBytes;
-    *bytes = h_->posted[idx].bytes;
+    source_ = h_->posted[idx].source;
+    bytes_ = h_->posted[idx].bytes;
+    *data = source_ != 0 ? nullptr : slots_ + static_cast<size_t>(idx) * h_->slotBytes;
+    *bytes = bytes_;
     *signature = h_->posted[idx].signature;
   }
 
@@ -92,12 +133,19 @@ class ShmRecvQueue : public RecvQueue {
   char* slots_;
   uint32_t tail_ = 0;      // our copy of h_->tail
   uint32_t headSeen_ = 0;  // last head value read
+  pid_t sender_;
+  uint64_t source_ = 0;    // of the slot taken last
+  size_t bytes_ = 0;
+  uint32_t directReads_ = 0;
 };
 
 class ShmSendQueue : public SendQueue {
  public:
-  ShmSendQueue(std::unique_ptr<ShmSegment> seg, size_t offset)
-      : seg_(std::move(seg)), h_(static_cast<FifoHeader*>(seg_->data())), slots_(static_cast<char*>(seg_->data()) + offset) {}
+  ShmSendQueue(std::unique_ptr<ShmSegment> seg, size_t offset, bool direct)
+      : seg_(std::move(seg)),
+        h_(static_cast<FifoHeader*>(seg_->data())),
+        slots_(static_cast<char*>(seg_->data()) + offset),
+        direct_(direct) {}
 
   size_t slotBytes() const override { return h_->slotBytes; }
 
@@ -114,8 +162,22 @@ class ShmSendQueue : public SendQueue {
   }
 
   void post(size_t bytes, uint64_t signature) override {
-    h_->posted[head_ % h_->nslots] = {bytes, signature};
+    h_->posted[head_ % h_->nslots] = {bytes, signature, 0};
     publishAndWake(&h_->head, ++head_, &h_->receiverSleeping);
+  }
+
+  bool canPostDirect() const override { return direct_; }
+
+  void postDirect(const void* src, size_t bytes, uint64_t signature) override {
+    h_->posted[head_ % h_->nslots] = {bytes, signature, reinterpret_cast<uint64_t>(src)};
+    ++directPosted_;
+    publishAndWake(&h_->head, ++head_, &h_->receiverSleeping);
+  }
+
+  bool directDone() override { return h_->directReads.load(std::memory_order_acquire) == directPosted_; }
+
+  loomResult_t waitDirectDone(const WaitContext& ctx) override {
+    return waitUntil([&] { return directDone(); }, &h_->directReads, &h_->senderSleeping, ctx);
   }
 
  private:
@@ -130,7 +192,22 @@ class ShmSendQueue : public SendQueue {
   char* slots_;
   uint32_t head_ = 0;
   uint32_t tailSeen_ = 0;
+  bool direct_;
+  uint32_t directPosted_ = 0;
 };
+
+// Single copy needs the receiver to read our memory: the same process, or process_vm_readv allowed
+// (same user, no Yama or seccomp restriction).  Tried once per connection by reading the receiver's
+// FIFO magic from its address space (the permission check is the same in both directions).
+bool directReadWorks(const PeerInfo& self, const PeerInfo& peer, uint64_t magicAddress) {
+  if (peer.pid == self.pid) return true;
+  if (peer.pidNamespace != self.pidNamespace || magicAddress == 0) return false;
+  uint64_t magic = 0;
+  iovec local{&magic, sizeof(magic)};
+  iovec remote{reinterpret_cast<void*>(magicAddress), sizeof(magic)};
+  return process_vm_readv(peer.pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(magic)) &&
+         magic == kFifoMagic;
+}
 
 std::string segmentName(const ConnectRequest& req, int sender, int receiver) {
   char buf[96];
@@ -172,9 +249,10 @@ loomResult_t ShmTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
   h->magic = kFifoMagic;
   h->nslots = ci.nslots;
   h->slotBytes = ci.slotBytes;
+  ci.magicAddress = reinterpret_cast<uint64_t>(&h->magic);
   std::memset(info, 0, sizeof(*info));
   std::memcpy(info->bytes, &ci, sizeof(ci));
-  *recv = std::make_unique<ShmRecvQueue>(std::move(seg), ci.slotOffset);
+  *recv = std::make_unique<ShmRecvQueue>(std::move(seg), ci.slotOffset, static_cast<pid_t>(req.peerInfo->pid));
   LOOM_TRACE(kTransport, "shm: rank %d receives from rank %d in %s (%u x %u B)", req.self, req.peer, ci.name,
              ci.nslots, ci.slotBytes);
   return loomSuccess;
@@ -194,7 +272,9 @@ loomResult_t ShmTransport::connectSend(const ConnectRequest& req, const ConnectI
   auto* h = static_cast<FifoHeader*>(seg->data());
   if (h->magic != kFifoMagic || h->nslots != ci.nslots || h->slotBytes != ci.slotBytes)
     return setError(loomRemoteError, "shm: segment %s from rank %d has a bad header", ci.name, req.peer);
-  *send = std::make_unique<ShmSendQueue>(std::move(seg), ci.slotOffset);
+  bool direct = directReadWorks(*req.selfInfo, *req.peerInfo, ci.magicAddress);
+  LOOM_TRACE(kTransport, "shm: rank %d -> %d single copy %s", req.self, req.peer, direct ? "on" : "off");
+  *send = std::make_unique<ShmSendQueue>(std::move(seg), ci.slotOffset, direct);
   return loomSuccess;
 }
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <vector>
+#include <type_traits>
 
 #include "algos/float_convert.h"
 #include "core/datatypes.h"
@@ -19,161 +19,206 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-bool isFloat(loomDataType_t t) {
-  return t == loomFloat16 || t == loomBfloat16 || t == loomFloat32 || t == loomFloat64;
-}
+// Per type: the stored representation, whether it is a float type, and exact conversions to/from double.
+template <loomDataType_t T> struct Traits;
+#define LOOM_INT_TRAITS(E, S_)                                           \
+  template <> struct Traits<E> {                                         \
+    using S = S_;                                                        \
+    static constexpr bool kFloat = false;                                \
+    static constexpr bool kSigned = std::is_signed_v<S_>;                \
+    static double load(S v) { return static_cast<double>(v); }           \
+    static S store(double v) { return static_cast<S>(v); }               \
+  };
+LOOM_INT_TRAITS(loomInt8, int8_t)
+LOOM_INT_TRAITS(loomUint8, uint8_t)
+LOOM_INT_TRAITS(loomInt32, int32_t)
+LOOM_INT_TRAITS(loomUint32, uint32_t)
+LOOM_INT_TRAITS(loomInt64, int64_t)
+LOOM_INT_TRAITS(loomUint64, uint64_t)
+#undef LOOM_INT_TRAITS
+template <> struct Traits<loomFloat32> {
+  using S = float;
+  static constexpr bool kFloat = true;
+  static constexpr double kEps = 0x1p-24;
+  static double load(S v) { return v; }
+  static S store(double v) { return static_cast<float>(v); }
+};
+template <> struct Traits<loomFloat64> {
+  using S = double;
+  static constexpr bool kFloat = true;
+  static constexpr double kEps = 0x1p-53;
+  static double load(S v) { return v; }
+  static S store(double v) { return v; }
+};
+template <> struct Traits<loomFloat16> {
+  using S = uint16_t;
+  static constexpr bool kFloat = true;
+  static constexpr double kEps = 0x1p-11;
+  static double load(S v) { return halfToFloat(v); }
+  static S store(double v) { return floatToHalf(static_cast<float>(v)); }
+};
+template <> struct Traits<loomBfloat16> {
+  using S = uint16_t;
+  static constexpr bool kFloat = true;
+  static constexpr double kEps = 0x1p-8;
+  static double load(S v) { return bf16ToFloat(v); }
+  static S store(double v) { return floatToBf16(static_cast<float>(v)); }
+};
 
-double epsilon(loomDataType_t t) {
-  switch (t) {
-    case loomFloat16: return std::ldexp(1.0, -11);
-    case loomBfloat16: return std::ldexp(1.0, -8);
-    case loomFloat32: return std::ldexp(1.0, -24);
-    case loomFloat64: return std::ldexp(1.0, -53);
-    default: return 0;
-  }
-}
-
-// Integer reference arithmetic in the type's own width, wrapping like the kernels.
-template <typename T>
-T wrapOp(T a, T b, loomRedOp_t op) {
-  using U = std::make_unsigned_t<T>;
-  switch (op) {
-    case loomSum: case loomAvg: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    case loomProd: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    case loomMax: return a > b ? a : b;
-    default: return a < b ? a : b;
-  }
-}
-
-template <typename T>
-double intReference(loomDataType_t type, loomRedOp_t op, int nranks, size_t i) {
-  T acc = static_cast<T>(inputValue(type, op, 0, i));
-  for (int r = 1; r < nranks; ++r) acc = wrapOp<T>(acc, static_cast<T>(inputValue(type, op, r, i)), op);
-  if (op == loomAvg) acc = static_cast<T>(acc / static_cast<T>(nranks));
-  return static_cast<double>(acc);
-}
-
-// *scale bounds the magnitude of every partial result: each rounding is at most eps * scale.
-double floatReference(loomDataType_t type, loomRedOp_t op, int nranks, size_t i, double* scale) {
-  double acc = inputValue(type, op, 0, i);
-  double absSum = std::fabs(acc);
-  for (int r = 1; r < nranks; ++r) {
-    double v = inputValue(type, op, r, i);
-    absSum += std::fabs(v);
-    switch (op) {
-      case loomSum: case loomAvg: acc += v; break;
-      case loomProd: acc *= v; break;
-      case loomMax: acc = acc > v ? acc : v; break;
-      default: acc = acc < v ? acc : v; break;
-    }
-  }
-  *scale = (op == loomSum || op == loomAvg) ? absSum : std::fabs(acc);
-  return op == loomAvg ? acc / nranks : acc;
-}
-
-double expected(loomDataType_t type, loomRedOp_t op, int nranks, size_t i, double* scale) {
-  *scale = 0;
-  switch (type) {
-    case loomInt8: return intReference<int8_t>(type, op, nranks, i);
-    case loomUint8: return intReference<uint8_t>(type, op, nranks, i);
-    case loomInt32: return intReference<int32_t>(type, op, nranks, i);
-    case loomUint32: return intReference<uint32_t>(type, op, nranks, i);
-    case loomInt64: return intReference<int64_t>(type, op, nranks, i);
-    case loomUint64: return intReference<uint64_t>(type, op, nranks, i);
-    default: return floatReference(type, op, nranks, i, scale);
-  }
-}
-
-}  // namespace
-
-double readElement(loomDataType_t type, const void* buf, size_t i) {
-  switch (type) {
-    case loomInt8: return static_cast<const int8_t*>(buf)[i];
-    case loomUint8: return static_cast<const uint8_t*>(buf)[i];
-    case loomInt32: return static_cast<const int32_t*>(buf)[i];
-    case loomUint32: return static_cast<const uint32_t*>(buf)[i];
-    case loomInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case loomUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
-    case loomFloat16: return halfToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case loomBfloat16: return bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case loomFloat32: return static_cast<const float*>(buf)[i];
-    case loomFloat64: return static_cast<const double*>(buf)[i];
-    default: return 0;
-  }
-}
-
-void writeElement(loomDataType_t type, void* buf, size_t i, double v) {
-  switch (type) {
-    case loomInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case loomUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case loomInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case loomUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
-    case loomInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case loomUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
-    case loomFloat16: static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(v)); break;
-    case loomBfloat16: static_cast<uint16_t*>(buf)[i] = floatToBf16(static_cast<float>(v)); break;
-    case loomFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case loomFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
-  }
-}
-
-double inputValue(loomDataType_t type, loomRedOp_t op, int rank, size_t i) {
-  uint64_t h = mix((static_cast<uint64_t>(rank) << 40) ^ i ^ (static_cast<uint64_t>(type) << 56));
-  double v;
-  if (isFloat(type)) {
+// Element i of rank's input, in the type's own representation.
+template <loomDataType_t T>
+typename Traits<T>::S input(loomRedOp_t op, int rank, size_t i) {
+  uint64_t h = mix((static_cast<uint64_t>(rank) << 40) ^ i ^ (static_cast<uint64_t>(T) << 56));
+  if constexpr (Traits<T>::kFloat) {
     // Products stay near 1 so that they neither overflow float16 nor vanish.
-    v = op == loomProd ? 0.5 + static_cast<double>(h % 1001) / 1000.0 : static_cast<double>(h % 2001) / 1000.0 - 1.0;
+    double v = op == loomProd ? 0.5 + static_cast<double>(h % 1001) / 1000.0 : static_cast<double>(h % 2001) / 1000.0 - 1.0;
+    return Traits<T>::store(v);
   } else {
-    bool isSigned = type == loomInt8 || type == loomInt32 || type == loomInt64;
-    v = static_cast<double>(h % 11) - (isSigned ? 5 : 0);  // small: sums and most products stay exact
+    // Small values: sums and most products stay exact.
+    return static_cast<typename Traits<T>::S>(static_cast<int>(h % 11) - (Traits<T>::kSigned ? 5 : 0));
   }
-  // Round through the type so the double is exactly the element that is sent.
-  unsigned char tmp[8];
-  writeElement(type, tmp, 0, v);
-  return readElement(type, tmp, 0);
 }
 
-void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void* buf) {
-  for (size_t i = 0; i < count; ++i) writeElement(type, buf, i, inputValue(type, op, rank, i));
-}
-
-namespace {
-void describe(std::string* out, size_t i, double have, double want) {
+template <loomDataType_t T>
+void describe(std::string* out, size_t i, typename Traits<T>::S have, double want) {
   if (out == nullptr) return;
   char msg[200];
-  snprintf(msg, sizeof(msg), "element %zu: got %.9g, want %.9g", i, have, want);
+  snprintf(msg, sizeof(msg), "element %zu: got %.9g, want %.9g", i, Traits<T>::load(have), want);
   *out = msg;
 }
+
+template <loomDataType_t T>
+void fillT(loomRedOp_t op, int rank, size_t count, void* buf) {
+  auto* p = static_cast<typename Traits<T>::S*>(buf);
+  for (size_t i = 0; i < count; ++i) p[i] = input<T>(op, rank, i);
+}
+
+template <loomDataType_t T>
+size_t copiedT(loomRedOp_t op, int srcRank, size_t first, size_t count, const void* got, std::string* msg) {
+  auto* p = static_cast<const typename Traits<T>::S*>(got);
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    auto want = input<T>(op, srcRank, first + i);
+    if (std::memcmp(&p[i], &want, sizeof(want)) != 0 && wrong++ == 0)
+      describe<T>(msg, first + i, p[i], Traits<T>::load(want));
+  }
+  return wrong;
+}
+
+template <loomDataType_t T>
+size_t reducedT(loomRedOp_t op, int nranks, size_t first, size_t count, const void* got, std::string* msg) {
+  using Tr = Traits<T>;
+  using S = typename Tr::S;
+  auto* p = static_cast<const S*>(got);
+  size_t wrong = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const size_t i = first + k;
+    bool ok;
+    double want;
+    if constexpr (!Tr::kFloat) {
+      // Integer arithmetic in the type's own width, wrapping like the kernels.
+      using U = std::make_unsigned_t<S>;
+      S acc = input<T>(op, 0, i);
+      for (int r = 1; r < nranks; ++r) {
+        S v = input<T>(op, r, i);
+        switch (op) {
+          case loomSum: case loomAvg: acc = static_cast<S>(static_cast<U>(acc) + static_cast<U>(v)); break;
+          case loomProd: acc = static_cast<S>(static_cast<U>(acc) * static_cast<U>(v)); break;
+          case loomMax: acc = acc > v ? acc : v; break;
+          default: acc = acc < v ? acc : v; break;
+        }
+      }
+      if (op == loomAvg) acc = static_cast<S>(acc / static_cast<S>(nranks));
+      ok = p[k] == acc;
+      want = Tr::load(acc);
+    } else {
+      double acc = Tr::load(input<T>(op, 0, i)), absSum = std::fabs(acc);
+      for (int r = 1; r < nranks; ++r) {
+        double v = Tr::load(input<T>(op, r, i));
+        absSum += std::fabs(v);
+        switch (op) {
+          case loomSum: case loomAvg: acc += v; break;
+          case loomProd: acc *= v; break;
+          case loomMax: acc = acc > v ? acc : v; break;
+          default: acc = acc < v ? acc : v; break;
+        }
+      }
+      want = op == loomAvg ? acc / nranks : acc;
+      double have = Tr::load(p[k]);
+      if (op == loomMax || op == loomMin) {
+        ok = have == want;
+      } else {
+        // Each of the n-1 steps may round its partial result once; none is larger than scale.
+        double scale = (op == loomSum || op == loomAvg) ? absSum : std::fabs(acc);
+        ok = std::fabs(have - want) <= 2.0 * nranks * Tr::kEps * std::fmax(scale, 1.0);
+      }
+    }
+    if (!ok && wrong++ == 0) describe<T>(msg, i, p[k], want);
+  }
+  return wrong;
+}
+
+// Calls F<T>::run(args...) for the runtime type.
+template <template <loomDataType_t> class F, typename... A>
+auto dispatch(loomDataType_t type, A&&... args) {
+  switch (type) {
+    case loomInt8: return F<loomInt8>::run(args...);
+    case loomUint8: return F<loomUint8>::run(args...);
+    case loomInt32: return F<loomInt32>::run(args...);
+    case loomUint32: return F<loomUint32>::run(args...);
+    case loomInt64: return F<loomInt64>::run(args...);
+    case loomUint64: return F<loomUint64>::run(args...);
+    case loomFloat16: return F<loomFloat16>::run(args...);
+    case loomFloat32: return F<loomFloat32>::run(args...);
+    case loomFloat64: return F<loomFloat64>::run(args...);
+    default: return F<loomBfloat16>::run(args...);
+  }
+}
+
+template <loomDataType_t T> struct Fill {
+  static int run(loomRedOp_t op, int rank, size_t count, void* buf) { return fillT<T>(op, rank, count, buf), 0; }
+};
+template <loomDataType_t T> struct Copied {
+  static size_t run(loomRedOp_t op, int src, size_t first, size_t count, const void* got, std::string* msg) {
+    return copiedT<T>(op, src, first, count, got, msg);
+  }
+};
+template <loomDataType_t T> struct Reduced {
+  static size_t run(loomRedOp_t op, int n, size_t first, size_t count, const void* got, std::string* msg) {
+    return reducedT<T>(op, n, first, count, got, msg);
+  }
+};
+template <loomDataType_t T> struct Value {
+  static double run(loomRedOp_t op, int rank, size_t i) { return Traits<T>::load(input<T>(op, rank, i)); }
+};
+template <loomDataType_t T> struct Read {
+  static double run(const void* buf, size_t i) { return Traits<T>::load(static_cast<const typename Traits<T>::S*>(buf)[i]); }
+};
+template <loomDataType_t T> struct Write {
+  static int run(void* buf, size_t i, double v) {
+    static_cast<typename Traits<T>::S*>(buf)[i] = Traits<T>::store(v);
+    return 0;
+  }
+};
+
 }  // namespace
+
+double readElement(loomDataType_t type, const void* buf, size_t i) { return dispatch<Read>(type, buf, i); }
+void writeElement(loomDataType_t type, void* buf, size_t i, double v) { dispatch<Write>(type, buf, i, v); }
+double inputValue(loomDataType_t type, loomRedOp_t op, int rank, size_t i) { return dispatch<Value>(type, op, rank, i); }
+
+void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void* buf) {
+  dispatch<Fill>(type, op, rank, count, buf);
+}
 
 size_t countWrongCopied(loomDataType_t type, loomRedOp_t op, int srcRank, size_t firstIndex, size_t count,
                         const void* got, std::string* firstMismatch) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    double want = inputValue(type, op, srcRank, firstIndex + i), have = readElement(type, got, i);
-    if (have != want && wrong++ == 0) describe(firstMismatch, firstIndex + i, have, want);
-  }
-  return wrong;
+  return dispatch<Copied>(type, op, srcRank, firstIndex, count, got, firstMismatch);
 }
 
 size_t countWrongReduced(loomDataType_t type, loomRedOp_t op, int nranks, size_t firstIndex, size_t count,
                          const void* got, std::string* firstMismatch) {
-  size_t wrong = 0;
-  const double eps = epsilon(type);
-  for (size_t i = 0; i < count; ++i) {
-    double scale = 0;
-    double want = expected(type, op, nranks, firstIndex + i, &scale), have = readElement(type, got, i);
-    bool ok;
-    if (!isFloat(type) || op == loomMax || op == loomMin) {
-      ok = have == want;
-    } else {
-      double tol = 2.0 * nranks * eps * std::fmax(scale, 1.0);
-      ok = std::fabs(have - want) <= tol;
-    }
-    if (!ok && wrong++ == 0) describe(firstMismatch, firstIndex + i, have, want);
-  }
-  return wrong;
+  return dispatch<Reduced>(type, op, nranks, firstIndex, count, got, firstMismatch);
 }
 
 }  // namespace loom::testing

@@ -15,6 +15,9 @@ loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args);
 // Slices stream along the ring from the root (broadcast) or towards it (reduce).
 loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args);
 loomResult_t chainReduce(loomComm* comm, const CollArgs& args);
+// Every rank sends its block straight to each other rank: on one host each receiver makes a single copy
+// from the owner's buffer (transport single-copy reads) instead of one per ring hop in and out of a FIFO.
+loomResult_t flatAllGather(loomComm* comm, const CollArgs& args);
 // count = elements per block; every pair exchanges its blocks directly (algos/p2p.h).
 loomResult_t allToAll(loomComm* comm, const CollArgs& args);
 

@@ -27,7 +27,11 @@ namespace loom {
     "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \
   X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it sleeps; -1 = automatic (less when ranks > cores)") \
   X(YIELD_US, Int, "1000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps on a futex") \
-  X(SIMD, String, "auto", "reduction kernels: auto, avx2 or generic")
+  X(SIMD, String, "auto", "reduction kernels: auto, avx2 or generic")                                               \
+  X(TOPO_FILE, String, "", "NCCL-format topology XML to load; merged with what is detected, by PCI bus id")         \
+  X(TOPO_DUMP_FILE, String, "", "write the host's topology (detected, merged with LOOM_TOPO_FILE) to this XML file") \
+  X(P2P_LEVEL, String, "PXB", "GPU peer-to-peer up to this path type: LOC, NVL, NVB, PIX, PXB, PHB or SYS")         \
+  X(NET_GDR_LEVEL, String, "PXB", "GPUDirect RDMA when NIC and GPU are at most this far apart (path type as above)")
 
 enum class ParamType { Int, Size, String };
 

@@ -1,0 +1,86 @@
+#include "topo/cluster.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "topo/decisions.h"
+#include "topo/xml.h"
+
+namespace loom {
+
+bool Cluster::sameNuma(int a, int b) const {
+  return sameHost(a, b) && ranks[a].device >= 0 && ranks[b].device >= 0 &&
+         sys(a).nodes[ranks[a].device].cpu == sys(b).nodes[ranks[b].device].cpu;
+}
+
+bool Cluster::isGpu(int rank) const {
+  return ranks[rank].device >= 0 && sys(rank).nodes[ranks[rank].device].type == NodeType::Gpu;
+}
+
+std::string Cluster::describe(int rank) const {
+  const RankPlace& p = ranks[rank];
+  std::string s = "rank " + std::to_string(rank) + " (";
+  if (p.device >= 0) s += sys(rank).nodes[p.device].name;
+  if (p.mig >= 0) s += " MIG " + std::to_string(p.mig);
+  return s + " on " + hostNames[p.host] + ")";
+}
+
+Cluster placeRanks(std::vector<std::shared_ptr<const TopoSystem>> hosts, int cpuRanksPerHost) {
+  Cluster c;
+  c.hosts = std::move(hosts);
+  for (size_t h = 0; h < c.hosts.size(); ++h) {
+    const TopoSystem& s = *c.hosts[h];
+    std::string name = s.hostName.empty() ? "host" + std::to_string(h) : s.hostName;
+    if (std::find(c.hostNames.begin(), c.hostNames.end(), name) != c.hostNames.end()) name += "#" + std::to_string(h);
+    c.hostNames.push_back(name);
+    std::vector<int> gpus = s.ofType(NodeType::Gpu);
+    if (!gpus.empty()) {
+      for (int g : gpus) {
+        const TopoNode& n = s.nodes[g];
+        if (n.migInstances.empty()) c.ranks.push_back(RankPlace{static_cast<int>(h), g, -1, -1, ""});
+        for (size_t m = 0; m < n.migInstances.size(); ++m)
+          c.ranks.push_back(RankPlace{static_cast<int>(h), g, static_cast<int>(m), -1, ""});
+      }
+    } else {
+      std::vector<int> cpus = s.ofType(NodeType::Cpu);
+      int n = cpuRanksPerHost > 0 ? cpuRanksPerHost : static_cast<int>(cpus.size());
+      for (int i = 0; i < n; ++i) c.ranks.push_back(RankPlace{static_cast<int>(h), cpus[i % cpus.size()], -1, -1, ""});
+    }
+  }
+  assignNics(&c);
+  return c;
+}
+
+loomResult_t loadCluster(const std::string& path, int hosts, std::vector<std::shared_ptr<const TopoSystem>>* out) {
+  std::unique_ptr<XmlNode> root;
+  LOOM_CHECK(xmlLoadFile(path, &root));
+  out->clear();
+  if (root->name == "system") {
+    std::unique_ptr<TopoSystem> sys;
+    LOOM_CHECK(TopoSystem::build(*root, path, &sys));
+    std::shared_ptr<const TopoSystem> shared(std::move(sys));
+    for (int i = 0; i < std::max(1, hosts); ++i) out->push_back(shared);  // identical hosts share one model
+    return loomSuccess;
+  }
+  if (root->name != "cluster")
+    return setError(loomInvalidArgument, "%s:%d: the root element is <%s>, expected <system> or <cluster>",
+                    path.c_str(), root->line, root->name.c_str());
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  for (const auto& h : root->children) {
+    const std::string* file = h->attr("file");
+    if (h->name != "host" || file == nullptr)
+      return setError(loomInvalidArgument, "%s:%d: a <cluster> holds <host file=\"...\"/> elements", path.c_str(),
+                      h->line);
+    std::vector<std::shared_ptr<const TopoSystem>> one;
+    LOOM_CHECK(loadCluster((*file)[0] == '/' ? *file : dir + "/" + *file, 1, &one));
+    // Each host keeps its own name: copy the model (cheap: tens of nodes) and rename it.
+    std::unique_ptr<TopoSystem> copy;
+    LOOM_CHECK(TopoSystem::build(*one[0]->xml, *file, &copy));
+    copy->hostName = h->attrOr("name", "host" + std::to_string(out->size()));
+    out->push_back(std::shared_ptr<const TopoSystem>(std::move(copy)));
+  }
+  if (out->empty()) return setError(loomInvalidArgument, "%s: the <cluster> holds no <host>", path.c_str());
+  return loomSuccess;
+}
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+#include "topo/decisions.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "core/params.h"
+
+namespace loom {
+
+namespace {
+
+std::string gbs(double v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.1f GB/s", v);
+  return b;
+}
+
+}  // namespace
+
+loomResult_t TopoPolicy::fromParams(TopoPolicy* out) {
+  TopoPolicy p;
+  if (!parsePathType(params().P2P_LEVEL, &p.p2pLevel))
+    return setError(loomInvalidArgument, "LOOM_P2P_LEVEL=%s: expected LOC, NVL, NVB, PIX, PXB, PHB or SYS",
+                    params().P2P_LEVEL.c_str());
+  if (!parsePathType(params().NET_GDR_LEVEL, &p.gdrLevel))
+    return setError(loomInvalidArgument, "LOOM_NET_GDR_LEVEL=%s: expected LOC, NVL, NVB, PIX, PXB, PHB or SYS",
+                    params().NET_GDR_LEVEL.c_str());
+  *out = p;
+  return loomSuccess;
+}
+
+Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy) {
+  const RankPlace &pa = c.ranks[a], &pb = c.ranks[b];
+  if (!c.sameHost(a, b)) {
+    std::string via = "through the network";
+    if (pa.nic >= 0 && pb.nic >= 0)
+      via = "through " + c.sys(a).nodes[pa.nic].name + " -> " + c.sys(b).nodes[pb.nic].name;
+    return {"net", "different hosts (" + c.hostNames[pa.host] + ", " + c.hostNames[pb.host] + "): " + via};
+  }
+  const TopoSystem& s = c.sys(a);
+  if (c.isGpu(a) && c.isGpu(b)) {
+    const std::string ga = s.nodes[pa.device].name, gb = s.nodes[pb.device].name;
+    if (pa.device == pb.device) {
+      if (pa.mig >= 0 && pb.mig >= 0 && pa.mig != pb.mig)
+        return {"shm", ga + " MIG instances " + std::to_string(pa.mig) + " and " + std::to_string(pb.mig) +
+                           ": MIG instances get no P2P, data goes through host memory"};
+      return {"local", "both ranks on " + ga + ": device-local copies (several ranks per GPU are allowed)"};
+    }
+    if (pa.mig >= 0 || pb.mig >= 0)
+      return {"shm", ga + "<->" + gb + ": a MIG instance gets no P2P, data goes through host memory"};
+    const TopoPath& p = s.path(pa.device, pb.device);
+    std::string what = ga + "<->" + gb + ": " + pathTypeName(p.type) + ", " + gbs(p.bw);
+    if (p.type == PathType::NVL || p.type == PathType::NVB) return {"p2p/nvlink", what};
+    if (static_cast<int>(p.type) <= static_cast<int>(policy.p2pLevel))
+      return {"p2p/pcie", what + ", within LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel)};
+    return {"shm", what + ", beyond LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel) + ": through host memory"};
+  }
+  if (pa.device < 0 || pb.device < 0) return {"shm", "same host"};
+  const TopoPath& p = s.path(pa.device, pb.device);
+  const TopoNode &na = s.nodes[pa.device], &nb = s.nodes[pb.device];
+  if (na.cpu == nb.cpu)
+    return {"shm", "same host, same NUMA node (" + s.nodes[na.cpu].name + ")"};
+  return {"shm", "same host, " + s.nodes[na.cpu].name + " and " + s.nodes[nb.cpu].name + ": " +
+                     pathTypeName(p.type) + ", " + gbs(p.bw)};
+}
+
+Decision gdrDecision(const TopoSystem& s, int gpu, int nic, const TopoPolicy& policy) {
+  const std::string pair = s.nodes[gpu].name + "<->" + s.nodes[nic].name;
+  bool nicGdr = false;
+  for (int n : s.netsOf(nic)) nicGdr |= s.nodes[n].gdr;
+  const TopoPath& p = s.path(gpu, nic);
+  if (!nicGdr) return {"off", "GDR off for " + pair + ": the NIC does not report GPUDirect RDMA support"};
+  if (static_cast<int>(p.type) <= static_cast<int>(policy.gdrLevel))
+    return {"on", pair + ": " + pathTypeName(p.type) + ", GDR on"};
+  std::string where = p.type == PathType::PHB   ? "only meet at the CPU (PHB)"
+                      : p.type == PathType::SYS ? "are on different CPU sockets (SYS)"
+                                                : std::string("are joined by ") + pathTypeName(p.type);
+  return {"off", "GDR off for " + pair + ": NIC and GPU " + where + ", above LOOM_NET_GDR_LEVEL=" +
+                     pathTypeName(policy.gdrLevel)};
+}
+
+void assignNics(Cluster* c) {
+  std::map<std::pair<int, int>, int> load;  // (host, nic) -> ranks bound to it
+  for (int r = 0; r < c->nranks(); ++r) {
+    RankPlace& p = c->ranks[r];
+    const TopoSystem& s = *c->hosts[p.host];
+    std::vector<int> nics = s.ofType(NodeType::Nic);
+    if (nics.empty() || p.device < 0) {
+      p.nic = -1;
+      p.nicReason = "no NIC on this host";
+      continue;
+    }
+    // Nearest path type first, then the fastest NIC, then the least used one (rails), then NIC order.
+    auto key = [&](int nic) {
+      const TopoPath& path = s.path(p.device, nic);
+      return std::make_tuple(static_cast<int>(path.type), -std::min(path.bw, s.nicBw(nic)), load[{p.host, nic}], nic);
+    };
+    int best = *std::min_element(nics.begin(), nics.end(), [&](int x, int y) { return key(x) < key(y); });
+    int equallyNear = 0;
+    for (int n : nics)
+      if (std::get<0>(key(n)) == std::get<0>(key(best)) && std::get<1>(key(n)) == std::get<1>(key(best))) ++equallyNear;
+    const TopoPath& path = s.path(p.device, best);
+    p.nic = best;
+    p.nicReason = s.nodes[p.device].name + " -> " + s.nodes[best].name + ": " + pathTypeName(path.type) + ", " +
+                  gbs(std::min(path.bw, s.nicBw(best))) +
+                  (equallyNear > 1 ? "; least used of " + std::to_string(equallyNear) + " equally near NICs (rails)"
+                                   : "; the nearest NIC");
+    ++load[{p.host, best}];
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,115 @@
+// The decisions and their reasons on the fixtures: transport per pair, GDR, NIC per rank, MIG.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/params.h"
+#include "topo/decisions.h"
+#include "topo/topo_fixture.h"
+
+namespace loom {
+namespace {
+
+Cluster one(const char* fixture) { return placeRanks({loadFixture(fixture)}); }
+
+TEST(Decisions, NvSwitchServerUsesNvlinkAndItsOwnRail) {
+  Cluster c = one("a100_nvswitch.xml");
+  ASSERT_EQ(c.nranks(), 8);
+  TopoPolicy policy;
+  for (int a = 0; a < 8; ++a)
+    for (int b = a + 1; b < 8; ++b) EXPECT_EQ(pairTransport(c, a, b, policy).choice, "p2p/nvlink");
+  std::set<int> nics;
+  for (int r = 0; r < 8; ++r) {
+    const TopoSystem& s = c.sys(r);
+    // Each GPU is bound to a NIC under its own switch, and no two GPUs share one (rails).
+    EXPECT_EQ(s.path(c.ranks[r].device, c.ranks[r].nic).type, PathType::PIX) << c.ranks[r].nicReason;
+    EXPECT_EQ(s.nodes[c.ranks[r].device].parent, s.nodes[c.ranks[r].nic].parent);
+    nics.insert(c.ranks[r].nic);
+    Decision gdr = gdrDecision(s, c.ranks[r].device, c.ranks[r].nic, policy);
+    EXPECT_EQ(gdr.choice, "on") << gdr.reason;
+  }
+  EXPECT_EQ(nics.size(), 8u);
+}
+
+TEST(Decisions, PcieServerP2pWithinASwitchOnly) {
+  Cluster c = one("l20_pcie.xml");
+  TopoPolicy policy;
+  EXPECT_EQ(pairTransport(c, 0, 1, policy).choice, "p2p/pcie");
+  Decision d = pairTransport(c, 0, 2, policy);  // different switches: PHB, beyond the default PXB
+  EXPECT_EQ(d.choice, "shm");
+  EXPECT_NE(d.reason.find("PHB"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("LOOM_P2P_LEVEL=PXB"), std::string::npos) << d.reason;
+  policy.p2pLevel = PathType::SYS;
+  EXPECT_EQ(pairTransport(c, 0, 7, policy).choice, "p2p/pcie");
+  // Two GPUs per switch share its one NIC; GDR on under the switch.
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(c.ranks[r].nic, c.ranks[r ^ 1].nic);
+    EXPECT_EQ(c.sys(r).path(c.ranks[r].device, c.ranks[r].nic).type, PathType::PIX);
+    EXPECT_EQ(gdrDecision(c.sys(r), c.ranks[r].device, c.ranks[r].nic, policy).choice, "on");
+  }
+}
+
+TEST(Decisions, GdrOffAcrossTheCpu) {
+  for (const char* f : {"twosocket_pcie.xml", "vm_flat.xml"}) {
+    Cluster c = one(f);
+    TopoPolicy policy;
+    for (int r = 0; r < c.nranks(); ++r) {
+      Decision d = gdrDecision(c.sys(r), c.ranks[r].device, c.ranks[r].nic, policy);
+      EXPECT_EQ(d.choice, "off") << f;
+      EXPECT_NE(d.reason.find("PHB"), std::string::npos) << d.reason;
+    }
+    policy.gdrLevel = PathType::PHB;  // the user can allow it
+    EXPECT_EQ(gdrDecision(c.sys(0), c.ranks[0].device, c.ranks[0].nic, policy).choice, "on") << f;
+  }
+  // Each GPU of the bare-metal server is bound to its own socket's NIC.
+  Cluster c = one("twosocket_pcie.xml");
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(c.sys(r).nodes[c.ranks[r].nic].cpu, c.sys(r).nodes[c.ranks[r].device].cpu);
+  EXPECT_EQ(pairTransport(c, 0, 2, TopoPolicy()).choice, "shm");  // SYS
+}
+
+TEST(Decisions, MigInstancesNeverP2p) {
+  Cluster c = one("h100_mig.xml");
+  ASSERT_EQ(c.nranks(), 4);  // three MIG instances of GPU0 and the whole GPU1
+  TopoPolicy policy;
+  policy.p2pLevel = PathType::SYS;  // even when P2P is allowed everywhere
+  Decision d = pairTransport(c, 0, 1, policy);
+  EXPECT_EQ(d.choice, "shm");
+  EXPECT_NE(d.reason.find("MIG"), std::string::npos);
+  EXPECT_EQ(pairTransport(c, 2, 3, policy).choice, "shm");  // a MIG instance and another GPU
+}
+
+TEST(Decisions, SeveralRanksOnOneGpu) {
+  Cluster c = one("l20_pcie.xml");
+  c.ranks.push_back(c.ranks[0]);  // a second rank on GPU0 (MPS or a shared container)
+  EXPECT_EQ(pairTransport(c, 0, 8, TopoPolicy()).choice, "local");
+}
+
+TEST(Decisions, AcrossHostsIsTheNetworkThroughTheBoundNics) {
+  std::vector<std::shared_ptr<const TopoSystem>> hosts;
+  ASSERT_EQ(loadCluster(fixturePath("cluster2_a100.xml"), 1, &hosts), loomSuccess) << loomGetLastError(nullptr);
+  Cluster c = placeRanks(hosts);
+  ASSERT_EQ(c.nranks(), 16);
+  Decision d = pairTransport(c, 3, 11, TopoPolicy());
+  EXPECT_EQ(d.choice, "net");
+  EXPECT_NE(d.reason.find("mlx5_3 -> mlx5_3"), std::string::npos) << d.reason;
+}
+
+TEST(Decisions, PolicyFromTheEnvironment) {
+  setenv("LOOM_P2P_LEVEL", "SYS", 1);
+  setenv("LOOM_NET_GDR_LEVEL", "phb", 1);
+  paramsReloadForTesting();
+  TopoPolicy p;
+  ASSERT_EQ(TopoPolicy::fromParams(&p), loomSuccess);
+  EXPECT_EQ(p.p2pLevel, PathType::SYS);
+  EXPECT_EQ(p.gdrLevel, PathType::PHB);
+  setenv("LOOM_P2P_LEVEL", "FAST", 1);
+  paramsReloadForTesting();
+  EXPECT_EQ(TopoPolicy::fromParams(&p), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_P2P_LEVEL=FAST"), std::string::npos);
+  unsetenv("LOOM_P2P_LEVEL");
+  unsetenv("LOOM_NET_GDR_LEVEL");
+  paramsReloadForTesting();
+}
+
+}  // namespace
+}  // namespace loom

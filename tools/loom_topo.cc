@@ -1,0 +1,131 @@
+// loom-topo: the machine as loom models it, the paths between its devices, and the decisions loom takes
+// over it (transport per rank pair, NIC per rank, GPUDirect RDMA, rings and trees), each with its reason.
+#include <getopt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/params.h"
+#include "loom.h"
+#include "topo/cluster.h"
+#include "topo/decisions.h"
+#include "topo/detect.h"
+#include "topo/render.h"
+#include "topo/routes.h"
+#include "topo/xml.h"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: loom-topo [options]\n"
+               "Prints the system loom sees (detected with hwloc and sysfs, or loaded), the path matrix between\n"
+               "its GPUs, NICs and CPUs, and the transports, NICs, GPUDirect RDMA choices, rings and trees it\n"
+               "would use, each with its reason.\n"
+               "  -t, --topo FILE     load FILE (NCCL-format <system> XML, or a <cluster> of them) instead of\n"
+               "                      detecting this machine (LOOM_TOPO_FILE is merged with detection instead)\n"
+               "  -H, --hosts N       plan for N hosts of that system (default 1)\n"
+               "  -r, --ranks N       ranks per host on a host without GPUs (default: one per core)\n"
+               "  -d, --dot FILE      write the topology with ring 0 drawn on it as Graphviz\n"
+               "  -p, --png FILE      render that picture to a PNG (needs Graphviz's dot)\n"
+               "  -x, --dump FILE     write the system as NCCL-format XML\n"
+               "  -q, --quiet         only the plan (no tree, no path matrix)\n"
+               "  -h, --help          this text\n"
+               "Environment: LOOM_P2P_LEVEL, LOOM_NET_GDR_LEVEL, LOOM_TOPO_FILE (see loom-info).\n");
+}
+
+int fail(const char* what) {
+  std::fprintf(stderr, "loom-topo: %s: %s\n", what, loomGetLastError(nullptr));
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string topo, dot, png, dump;
+  int hosts = 1, ranks = 0;
+  bool quiet = false;
+  static const option opts[] = {{"topo", required_argument, nullptr, 't'}, {"hosts", required_argument, nullptr, 'H'},
+                                {"ranks", required_argument, nullptr, 'r'}, {"dot", required_argument, nullptr, 'd'},
+                                {"png", required_argument, nullptr, 'p'},   {"dump", required_argument, nullptr, 'x'},
+                                {"quiet", no_argument, nullptr, 'q'},       {"help", no_argument, nullptr, 'h'},
+                                {}};
+  auto count = [](const char* s, const char* what, int max) {
+    char* end = nullptr;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 1 || v > max) {
+      std::fprintf(stderr, "loom-topo: %s must be a whole number from 1 to %d, not '%s'\n", what, max, s);
+      std::exit(2);
+    }
+    return static_cast<int>(v);
+  };
+  for (int c; (c = getopt_long(argc, argv, "t:H:r:d:p:x:qh", opts, nullptr)) != -1;) {
+    switch (c) {
+      case 't': topo = optarg; break;
+      case 'H': hosts = count(optarg, "--hosts", 1 << 16); break;
+      case 'r': ranks = count(optarg, "--ranks", 4096); break;
+      case 'd': dot = optarg; break;
+      case 'p': png = optarg; break;
+      case 'x': dump = optarg; break;
+      case 'q': quiet = true; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "loom-topo: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  if (loom::paramsCheck() != loomSuccess) return fail("environment");
+  loom::TopoPolicy policy;
+  if (loom::TopoPolicy::fromParams(&policy) != loomSuccess) return fail("environment");
+
+  std::vector<std::shared_ptr<const loom::TopoSystem>> systems;
+  if (!topo.empty()) {
+    if (loom::loadCluster(topo, hosts, &systems) != loomSuccess) return fail("cannot load the topology");
+  } else {
+    std::shared_ptr<const loom::TopoSystem> local;
+    if (loom::localTopology(&local) != loomSuccess) return fail("cannot detect this machine");
+    systems.assign(hosts, local);
+  }
+  if (ranks == 0) {  // one rank per core, as a launcher would start on a host without GPUs
+    for (int cpu : systems[0]->ofType(loom::NodeType::Cpu)) ranks += systems[0]->nodes[cpu].cores;
+    ranks = std::max(ranks, static_cast<int>(systems[0]->ofType(loom::NodeType::Cpu).size()));
+  }
+  loom::Cluster cluster = loom::placeRanks(systems, ranks);
+  loom::RoutePlan plan;
+  if (loom::planRoutes(cluster, &plan) != loomSuccess) return fail("cannot plan routes");
+
+  if (!quiet) {
+    std::printf("%s\n", loom::renderTree(*systems[0]).c_str());
+    if (systems.size() > 1) std::printf("(%zu hosts like this)\n\n", systems.size());
+    std::printf("paths:\n%s\n", loom::renderPathMatrix(*systems[0]).c_str());
+  }
+  std::printf("%s", loom::renderPlan(cluster, plan, policy).c_str());
+
+  if (!dump.empty()) {
+    std::ofstream f(dump);
+    f << loom::xmlWrite(*systems[0]->xml);
+    if (!f) return std::fprintf(stderr, "loom-topo: cannot write %s\n", dump.c_str()), 1;
+  }
+  if (!dot.empty() || !png.empty()) {
+    const std::string text = loom::renderDot(cluster, plan);
+    std::string dotFile = dot.empty() ? png + ".dot" : dot;
+    std::ofstream f(dotFile);
+    f << text;
+    f.close();
+    if (!f) return std::fprintf(stderr, "loom-topo: cannot write %s\n", dotFile.c_str()), 1;
+    if (!png.empty()) {
+      std::string cmd = "dot -Tpng -o '" + png + "' '" + dotFile + "'";
+      if (png.find('\'') != std::string::npos || dotFile.find('\'') != std::string::npos)
+        return std::fprintf(stderr, "loom-topo: file names with quotes are not supported\n"), 2;
+      int rc = std::system(cmd.c_str());
+      if (dot.empty()) std::remove(dotFile.c_str());
+      if (rc != 0) return std::fprintf(stderr, "loom-topo: '%s' failed (is Graphviz installed?)\n", cmd.c_str()), 1;
+    }
+  }
+  return 0;
+}

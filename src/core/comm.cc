@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/comm_topology.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/registry.h"
@@ -105,6 +106,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
     return p.hostHash == comm->peers[rank].hostHash;
   }));
   setLocalRanksPerCore(comm->localRanks);
+  LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
@@ -213,7 +215,11 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
   const auto& all = transports();
   // Phase 1: build our receiving side for every peer and tell each peer how to reach it.
   for (int p : todo) {
+    // The topology names the kind of link the pair should use; among the transports that reach the peer,
+    // the one of that kind wins, else the best estimate.
+    const Decision topo = pairTransport(*cluster, rank, p, topoPolicy);
     int best = -1;
+    bool bestMatches = false;
     TransportEstimate bestEst;
     std::string why, bestWhy;
     for (size_t t = 0; t < all.size(); ++t) {
@@ -221,17 +227,22 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
       std::string reason;
       bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
       why += (why.empty() ? "" : "; ") + reason;
-      if (ok && (best < 0 || est.bandwidthGBs > bestEst.bandwidthGBs)) {
+      const bool matches = topo.choice.rfind(all[t]->name(), 0) == 0;
+      if (ok && (best < 0 || (matches && !bestMatches) ||
+                 (matches == bestMatches && est.bandwidthGBs > bestEst.bandwidthGBs))) {
         best = static_cast<int>(t);
+        bestMatches = matches;
         bestEst = est;
         bestWhy = reason;
       }
     }
     if (best < 0)
-      return fail(setError(loomSystemError, "no transport reaches %s from rank %d: %s", describe(p).c_str(), rank,
-                           why.c_str()));
-    LOOM_INFO(kTransport, "rank %d -> %s channel %d: %s (%s; est. %.1f GB/s, %.1f us)", rank, describe(p).c_str(),
-              channel, all[best]->name(), bestWhy.c_str(), bestEst.bandwidthGBs, bestEst.latencyUs);
+      return fail(setError(loomSystemError, "no transport reaches %s from rank %d: %s (topology: %s, %s)",
+                           describe(p).c_str(), rank, why.c_str(), topo.choice.c_str(), topo.reason.c_str()));
+    LOOM_INFO(kTransport, "rank %d -> %s channel %d: %s (topology: %s, %s%s; %s; est. %.1f GB/s, %.1f us)", rank,
+              describe(p).c_str(), channel, all[best]->name(), topo.choice.c_str(), topo.reason.c_str(),
+              bestMatches ? "" : " -- that transport is not available, using the best other", bestWhy.c_str(),
+              bestEst.bandwidthGBs, bestEst.latencyUs);
     ConnectRequest req{rank, p, channel, key, &peers[rank], &peers[p]};
     ConnectMessage msg{};
     msg.transportIndex = static_cast<uint32_t>(best);

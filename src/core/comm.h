@@ -10,6 +10,9 @@
 
 #include "core/bootstrap.h"
 #include "core/error.h"
+#include "topo/cluster.h"
+#include "topo/decisions.h"
+#include "topo/routes.h"
 #include "transport/transport.h"
 
 namespace loom {
@@ -54,6 +57,10 @@ struct loomComm {
   std::unique_ptr<loom::Bootstrap> bootstrap;
   std::vector<loom::PeerInfo> peers;
   int localRanks = 1;  // ranks on this rank's host, itself included
+  // Every rank's host and place on it, and the topology's plan (core/comm_topology.h).
+  std::shared_ptr<const loom::Cluster> cluster;
+  loom::TopoPolicy topoPolicy;
+  loom::RoutePlan routes;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
 

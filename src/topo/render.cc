@@ -152,13 +152,16 @@ std::string renderDot(const Cluster& c, const RoutePlan& plan, int maxHosts) {
     os << "  subgraph cluster_" << h << " {\n    label=\"" << c.hostNames[h] << "\";\n";
     for (size_t i = 0; i < s.nodes.size(); ++i) {
       const TopoNode& n = s.nodes[i];
+      if (n.type == NodeType::Net) continue;  // a NIC's ports are shown in its label
       const char* shape = n.type == NodeType::Cpu ? "box3d" : n.type == NodeType::Gpu ? "box" : n.type == NodeType::PciSwitch ? "diamond" : n.type == NodeType::NvSwitch ? "octagon" : "ellipse";
       const char* color = n.type == NodeType::Gpu ? "palegreen" : n.type == NodeType::Nic || n.type == NodeType::Net ? "lightblue" : n.type == NodeType::Cpu ? "lightgrey" : "white";
       std::string label = n.type == NodeType::PciSwitch ? "switch\\n" + n.busId : n.name;
+      if (n.type == NodeType::Nic) label += fmt("\\n%.0f Gb/s", s.nicBw(static_cast<int>(i)) * 8);
       os << "    " << id(h, static_cast<int>(i)) << " [label=\"" << label << "\", shape=" << shape
          << ", style=filled, fillcolor=" << color << "];\n";
     }
     for (const TopoLink& l : s.links) {
+      if (l.type == LinkType::Net) continue;
       const char* style = l.type == LinkType::Nvl ? "color=darkgreen, penwidth=2" : l.type == LinkType::Sys ? "color=red, style=dashed" : "color=black";
       os << "    " << id(h, l.a) << " -- " << id(h, l.b) << " [label=\"" << fmt("%.0f", l.bw) << "\", " << style << "];\n";
     }

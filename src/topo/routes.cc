@@ -222,7 +222,8 @@ loomResult_t planRoutes(const Cluster& c, RoutePlan* out) {
       sysHops = std::max(sysHops, o.sysHops);
     }
     if (c.nranks() == 1) ring.bw = 0;
-    ring.reason = "bottleneck " + gbs(ring.bw) + (sysHops ? ", crosses the CPU socket link " + std::to_string(sysHops) + " times per host" : "");
+    ring.reason = ring.bw >= 1e8 ? std::string("all ranks on one device: local memory copies")
+                                 : "bottleneck " + gbs(ring.bw) + (sysHops ? ", crosses the CPU socket link " + std::to_string(sysHops) + " times per host" : "");
     if (multiHost) {
       const TopoSystem& s0 = *c.hosts[usedHosts[0]];
       ring.reason += "; rail " + std::to_string(ch) + " (" + s0.nodes[rails[usedHosts[0]][ch]].name + " on " +

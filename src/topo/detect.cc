@@ -1,5 +1,7 @@
 #include "topo/detect.h"
 
+#include "topo/verbs_ports.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -82,10 +84,23 @@ void netDevice(hwloc_obj_t pci, XmlNode* pciEl) {
     bool ib = os->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
     if (!ib && os->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK) continue;
     if (nic == nullptr) nic = pciEl->add("nic");
+    if (ib) {
+      // An RDMA device: one <net> per active port, as libibverbs describes it.
+      for (const VerbsPort& p : verbsPorts(os->name)) {
+        XmlNode* net = nic->add("net");
+        net->set("name", p.name);
+        net->set("dev", std::to_string(dev++));
+        net->set("port", std::to_string(p.port));
+        if (p.speedMbps > 0) net->set("speed", std::to_string(p.speedMbps));
+        net->set("link_layer", p.linkLayer);
+        net->set("gdr", gpuPeerMemoryLoaded() ? "1" : "0");
+      }
+      continue;
+    }
     XmlNode* net = nic->add("net");
     net->set("name", os->name);
     net->set("dev", std::to_string(dev++));
-    if (!ib) {
+    {
       std::string mbps = readSysfs(std::string("/sys/class/net/") + os->name + "/speed");
       if (!mbps.empty() && atol(mbps.c_str()) > 0) net->set("speed", mbps);  // virtio says -1: unknown
       net->set("link_layer", "Ethernet");

@@ -7,6 +7,7 @@
 #include "topo/detect.h"
 #include "topo/system.h"
 #include "topo/topo_fixture.h"
+#include "topo/verbs_ports.h"
 
 namespace loom {
 namespace {
@@ -104,6 +105,23 @@ TEST(Detect, ThisMachine) {
   ASSERT_EQ(xmlParse(xmlWrite(*s->xml), "dump", &again), loomSuccess);
   std::unique_ptr<TopoSystem> s2;
   EXPECT_EQ(TopoSystem::build(*again, "dump", &s2), loomSuccess) << loomGetLastError(nullptr);
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(Verbs, PortSpeedFromTheAttributeCodes) {
+  EXPECT_EQ(verbsLaneMbps(32) * verbsLanes(2), 100000);   // EDR 4x: 100 Gb/s
+  EXPECT_EQ(verbsLaneMbps(64) * verbsLanes(2), 200000);   // HDR 4x
+  EXPECT_EQ(verbsLaneMbps(128) * verbsLanes(2), 400000);  // NDR 4x
+  EXPECT_EQ(verbsLaneMbps(1) * verbsLanes(1), 2500);      // SDR 1x
+  EXPECT_EQ(verbsLaneMbps(3), 0);                         // not a code: unknown, not a guess
+  EXPECT_EQ(verbsLanes(3), 0);
+  // This machine has no RDMA device: asking for one gives no ports rather than an error.
+  EXPECT_TRUE(verbsPorts("no_such_rdma_device").empty());
 }
 
 }  // namespace

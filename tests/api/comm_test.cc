@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/params.h"
 #include "tests/common/multiprocess.h"
 
@@ -196,6 +198,57 @@ TEST(Comm, AbortFromAnotherThreadUnblocksTheCall) {
     EXPECT_LT(secondsSince(t0), 1.5);
     aborter.join();
   }, 60);
+}
+
+}  // namespace
+
+namespace {
+
+// The communicator's topology view: every rank is placed on a host and a NUMA node of a model that all
+// ranks agree on, and the planned ring covers every rank.
+TEST(CommTopology, EveryRankIsPlaced) {
+  runRanks(3, [](int rank, loomComm_t comm) {
+    ASSERT_NE(comm->cluster, nullptr);
+    const loom::Cluster& c = *comm->cluster;
+    ASSERT_EQ(c.nranks(), 3);
+    ASSERT_EQ(c.hosts.size(), 1u);  // one machine, one network namespace
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    EXPECT_NE(c.describe(rank).find(host), std::string::npos) << c.describe(rank);
+    for (int a = 0; a < 3; ++a) {
+      EXPECT_TRUE(c.sameHost(rank, a));
+      EXPECT_EQ(c.sys(a).nodes[c.ranks[a].device].type, loom::NodeType::Cpu);
+      if (a != rank) {
+        EXPECT_EQ(loom::pairTransport(c, rank, a, comm->topoPolicy).choice, "shm");
+      }
+    }
+    std::vector<int> ring = comm->routes.rings.at(0).ranks;
+    std::sort(ring.begin(), ring.end());
+    EXPECT_EQ(ring, (std::vector<int>{0, 1, 2}));
+  });
+}
+
+TEST(CommTopology, BadTopologyFileIsAnInitErrorWithItsLine) {
+  char path[] = "/tmp/loom_bad_topo_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = "<system>\n<cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" link_width=\"5\"/>\n</cpu>\n</system>\n";
+  ASSERT_EQ(write(fd, text, sizeof text - 1), static_cast<ssize_t>(sizeof text - 1));
+  close(fd);
+  const std::string expect = std::string(path) + ":3:";
+  // The ranks need a shared id: make it in the parent, before forking.
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    setenv("LOOM_TOPO_FILE", path, 1);
+    loom::paramsReloadForTesting();
+    loomComm_t comm;
+    loomResult_t r = loomCommInitRank(&comm, 2, id, rank);
+    if (r != loomInvalidArgument) return 3;
+    return std::string(loomGetLastError(nullptr)).find(expect) != std::string::npos ? 0 : 4;
+  }, 60);
+  unlink(path);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
 }  // namespace

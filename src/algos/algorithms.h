@@ -2,6 +2,8 @@
 // algos/primitives.h, so it runs unchanged over every transport.
 #pragma once
 
+#include <vector>
+
 #include "core/collective.h"
 
 namespace loom {
@@ -9,6 +11,21 @@ namespace loom {
 // Reduce-scatter then allgather around a ring, pipelined in slot-sized slices: 2(n-1)/n of the data
 // crosses each link, the bandwidth optimum.
 loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args);
+// Other allreduce algorithms, each in its own file (see there for how it works and when it pays):
+loomResult_t treeAllReduce(loomComm* comm, const CollArgs& args);     // double binary tree
+loomResult_t rhdAllReduce(loomComm* comm, const CollArgs& args);      // recursive halving/doubling
+loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args);  // everyone reads everyone: small data
+loomResult_t hierAllReduce(loomComm* comm, const CollArgs& args);     // reduce in host, across, broadcast
+
+// The ring and chain steps over any ordered group of ranks on one channel, for the algorithms built from
+// them (hierarchical): ranks outside the group return at once.  `divisor` > 0 divides the result (avg).
+loomResult_t ringAllReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& group, int channel,
+                                const void* input, void* output, int divisor);
+loomResult_t chainReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
+                              const void* input, void* output, int divisor);  // result on chain.back()
+loomResult_t chainBroadcastGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
+                                 void* buffer);  // from chain.front()
+
 // count = elements per rank.  Each block crosses n-1 links: (n-1)/n of the output per link.
 loomResult_t ringAllGather(loomComm* comm, const CollArgs& args);
 loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args);

@@ -1,5 +1,5 @@
-// Pipelined chain broadcast: the root streams slot-sized slices to root+1, every rank stores each slice
-// and forwards it to the next, the last rank (root-1) only stores.  One pass over each link carries the
+// Pipelined chain broadcast: the root streams slot-sized slices to the next rank of the chain, every rank
+// stores each slice and forwards it, the last rank only stores.  One pass over each link carries the
 // whole message: bandwidth-optimal for large messages; the latency is n-1 hops for the first slice.
 #include <algorithm>
 
@@ -8,21 +8,19 @@
 
 namespace loom {
 
-loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args) {
-  const int n = comm->nranks, r = comm->rank, root = args.root;
-  const size_t esize = typeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
-  if (r == root && in != out) reduceKernels().copy(out, in, args.count * esize);
-  if (n == 1) return loomSuccess;
-
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  const int position = (r - root + n) % n;  // 0 for the root, n-1 for the end of the chain
-  LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args,
-                   "broadcast (chain)");
-  const size_t slice = prims.maxElems();
-
+loomResult_t chainBroadcastGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
+                                 void* buffer) {
+  const int n = static_cast<int>(chain.size());
+  const int position = static_cast<int>(std::find(chain.begin(), chain.end(), comm->rank) - chain.begin());
+  if (n <= 1 || position == n) return loomSuccess;
+  const int next = position < n - 1 ? chain[position + 1] : -1, prev = position > 0 ? chain[position - 1] : -1;
+  std::vector<int> peers;
+  for (int p : {prev, next})
+    if (p >= 0) peers.push_back(p);
+  LOOM_CHECK(comm->connect(peers, channel));
+  Primitives prims(comm, next, prev, channel, args, "broadcast (chain)");
+  const size_t slice = prims.maxElems(), esize = typeSize(args.type);
+  char* out = static_cast<char*>(buffer);
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off);
     char* at = out + off * esize;
@@ -31,6 +29,15 @@ loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args) {
     else LOOM_CHECK(prims.recv(at, len));
   }
   return loomSuccess;
+}
+
+loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args) {
+  const int n = comm->nranks, root = args.root;
+  if (comm->rank == root && args.sendbuff != args.recvbuff)
+    reduceKernels().copy(args.recvbuff, args.sendbuff, args.count * typeSize(args.type));
+  std::vector<int> chain;
+  for (int i = 0; i < n; ++i) chain.push_back((root + i) % n);  // root, root+1, ..., root-1
+  return chainBroadcastGroup(comm, args, chain, 0, args.recvbuff);
 }
 
 }  // namespace loom

@@ -1,5 +1,5 @@
-// Pipelined chain reduce: the rank after the root starts each slot-sized slice, every rank on the way
-// adds its own data and forwards it, and the root completes it (dividing, for avg) into recvbuff.
+// Pipelined chain reduce: the first rank of the chain starts each slot-sized slice, every rank on the way
+// adds its own data and forwards it, and the last rank (the root) completes it into its output.
 #include <algorithm>
 
 #include "algos/algorithms.h"
@@ -7,23 +7,25 @@
 
 namespace loom {
 
-loomResult_t chainReduce(loomComm* comm, const CollArgs& args) {
-  const int n = comm->nranks, r = comm->rank, root = args.root;
+loomResult_t chainReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
+                              const void* input, void* output, int divisor) {
+  const int n = static_cast<int>(chain.size());
+  const int position = static_cast<int>(std::find(chain.begin(), chain.end(), comm->rank) - chain.begin());
   const size_t esize = typeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
-  if (n == 1) {
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  if (position == n) return loomSuccess;
+  if (n == 1) {  // callers divide by more than one rank only on longer chains
     if (in != out) reduceKernels().copy(out, in, args.count * esize);
     return loomSuccess;
   }
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  const int position = (r - root - 1 + 2 * n) % n;  // 0 starts the chain, n-1 is the root
-  LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, position < n - 1 ? next : -1, position > 0 ? prev : -1, 0, args,
-                   "reduce (chain)");
+  const int next = position < n - 1 ? chain[position + 1] : -1, prev = position > 0 ? chain[position - 1] : -1;
+  std::vector<int> peers;
+  for (int p : {prev, next})
+    if (p >= 0) peers.push_back(p);
+  LOOM_CHECK(comm->connect(peers, channel));
+  Primitives prims(comm, next, prev, channel, args, "reduce (chain)");
   const size_t slice = prims.maxElems();
-  const int divisor = args.op == loomAvg ? n : 0;
-
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off), at = off * esize;
     if (position == 0) LOOM_CHECK(prims.send(in + at, len));
@@ -31,6 +33,18 @@ loomResult_t chainReduce(loomComm* comm, const CollArgs& args) {
     else LOOM_CHECK(prims.recvReduceCopy(in + at, out + at, len, divisor));
   }
   return loomSuccess;
+}
+
+loomResult_t chainReduce(loomComm* comm, const CollArgs& args) {
+  const int n = comm->nranks, root = args.root;
+  if (n == 1) {
+    if (args.sendbuff != args.recvbuff)
+      reduceKernels().copy(args.recvbuff, args.sendbuff, args.count * typeSize(args.type));
+    return loomSuccess;
+  }
+  std::vector<int> chain;
+  for (int i = 1; i <= n; ++i) chain.push_back((root + i) % n);  // root+1, ..., root
+  return chainReduceGroup(comm, args, chain, 0, args.sendbuff, args.recvbuff, args.op == loomAvg ? n : 0);
 }
 
 }  // namespace loom

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/params.h"
+
 namespace loom {
 
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,
@@ -27,7 +29,8 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
     recvQ_ = comm->connection(recvPeer, channel).recv.get();
     slot = std::min(slot, recvQ_->slotBytes());
   }
-  maxElems_ = (slot / 64 * 64) / elemSize_;
+  if (params().CHUNK_SIZE > 0) slot = std::min(slot, static_cast<size_t>(params().CHUNK_SIZE));
+  maxElems_ = std::max<size_t>(1, (slot / 64 * 64) / elemSize_);
   const ReduceKernels& k = reduceKernels();
   copy_ = k.copy;
   // avg and PreMulSum ops (their inputs arrive already scaled) add; avg divides at the end.

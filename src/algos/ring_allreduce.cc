@@ -15,20 +15,21 @@
 
 namespace loom {
 
-loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
-  const int n = comm->nranks, r = comm->rank;
+loomResult_t ringAllReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& group, int channel,
+                                const void* input, void* output, int divisor) {
+  const int n = static_cast<int>(group.size());
+  const int r = static_cast<int>(std::find(group.begin(), group.end(), comm->rank) - group.begin());
   const size_t esize = typeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
-  const int divisor = args.op == loomAvg ? n : 0;
-
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  if (r == n) return loomSuccess;  // not in the group
   if (n == 1) {
     if (in != out) std::memmove(out, in, args.count * esize);
-    return loomSuccess;  // avg over one rank is the identity
+    return loomSuccess;  // callers divide by more than one rank only on larger groups
   }
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  LOOM_CHECK(comm->connect({prev, next}, 0));
-  Primitives prims(comm, next, prev, 0, args, "allreduce (ring)");
+  const int next = group[(r + 1) % n], prev = group[(r + n - 1) % n];
+  LOOM_CHECK(comm->connect({prev, next}, channel));
+  Primitives prims(comm, next, prev, channel, args, "allreduce (ring)");
 
   // Segment s covers elements [segStart(s), segStart(s+1)).
   const size_t base = args.count / n, extra = args.count % n;
@@ -64,6 +65,12 @@ loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
     LOOM_CHECK(prims.recv(out + off, len));
   }
   return loomSuccess;
+}
+
+loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
+  std::vector<int> all(comm->nranks);
+  for (int i = 0; i < comm->nranks; ++i) all[i] = i;
+  return ringAllReduceGroup(comm, args, all, 0, args.sendbuff, args.recvbuff, args.op == loomAvg ? comm->nranks : 0);
 }
 
 }  // namespace loom

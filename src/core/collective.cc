@@ -4,6 +4,7 @@
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
 #include "core/log.h"
+#include "algos/selector.h"
 #include "core/params.h"
 
 #include <vector>
@@ -45,29 +46,28 @@ std::string describeCall(uint64_t sig) {
 
 namespace {
 
-// Whether moving `bytes` from each rank to every other pays for a single-copy flat algorithm: only when every rank
-// shares this host (the same answer on every rank, so all pick the same algorithm) and the message is
-// past the transport's single-copy threshold.  Issue 5's cost model will replace this rule.
-bool flatPays(const loomComm* comm, size_t bytes) {
-  const int64_t directMin = params().SHM_DIRECT_MIN;
-  return comm->localRanks == comm->nranks && directMin > 0 && bytes >= static_cast<size_t>(directMin);
-}
-
 loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
   LOOM_TRACE(kColl, "%s count %zu type %s op %s root %d", collName(args.coll), args.count, typeName(args.type),
              opName(args.op), args.root);
   const size_t bytes = args.count * typeSize(args.type);
   switch (args.coll) {
-    case CollType::AllReduce: return ringAllReduce(comm, args);
-    case CollType::AllGather:
-      return flatPays(comm, bytes) ? flatAllGather(comm, args) : ringAllGather(comm, args);
-    case CollType::ReduceScatter: return ringReduceScatter(comm, args);
-    case CollType::Broadcast: return chainBroadcast(comm, args);
-    case CollType::Reduce: return chainReduce(comm, args);
-    case CollType::AllToAll: return allToAll(comm, args);
     case CollType::Send:
     case CollType::Recv: return runTransfers(comm, {transferOf(args)}, collName(args.coll));
+    default: break;
   }
+  std::vector<Candidate> candidates = rankCandidates(comm, args);
+  if (candidates.empty()) return setError(loomInternalError, "no algorithm for %s", collName(args.coll));
+  if (logEnabled(LogLevel::Info, kAlgo)) {
+    std::string all;
+    for (const Candidate& c : candidates) {
+      char b[64];
+      snprintf(b, sizeof b, "%s%s %.1f us", all.empty() ? "" : ", ", algoName(c.algo), c.predictedUs);
+      all += b;
+    }
+    LOOM_INFO(kAlgo, "%s %zu bytes on %d ranks: %s (predicted: %s)", collName(args.coll), bytes, comm->nranks,
+              algoName(candidates[0].algo), all.c_str());
+  }
+  return candidates[0].run(comm, args);
   return setError(loomInternalError, "unknown collective %d", static_cast<int>(args.coll));
 }
 

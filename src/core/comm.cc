@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "algos/selector.h"
 #include "core/comm_topology.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -106,8 +107,11 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
     return p.hostHash == comm->peers[rank].hostHash;
   }));
   setLocalRanksPerCore(comm->localRanks);
+  LOOM_CHECK(checkAlgoFilter());
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);
+  comm->connections[0].resize(nranks);
+  LOOM_CHECK(tuneCostModel(comm.get()));
   comm->connections[0].resize(nranks);
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);

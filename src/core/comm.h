@@ -10,6 +10,7 @@
 
 #include "core/bootstrap.h"
 #include "core/error.h"
+#include "algos/cost_model.h"
 #include "topo/cluster.h"
 #include "topo/decisions.h"
 #include "topo/routes.h"
@@ -61,6 +62,7 @@ struct loomComm {
   std::shared_ptr<const loom::Cluster> cluster;
   loom::TopoPolicy topoPolicy;
   loom::RoutePlan routes;
+  loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
 

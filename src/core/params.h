@@ -31,7 +31,10 @@ namespace loom {
   X(TOPO_FILE, String, "", "NCCL-format topology XML to load; merged with what is detected, by PCI bus id")         \
   X(TOPO_DUMP_FILE, String, "", "write the host's topology (detected, merged with LOOM_TOPO_FILE) to this XML file") \
   X(P2P_LEVEL, String, "PXB", "GPU peer-to-peer up to this path type: LOC, NVL, NVB, PIX, PXB, PHB or SYS")         \
-  X(NET_GDR_LEVEL, String, "PXB", "GPUDirect RDMA when NIC and GPU are at most this far apart (path type as above)")
+  X(NET_GDR_LEVEL, String, "PXB", "GPUDirect RDMA when NIC and GPU are at most this far apart (path type as above)") \
+  X(ALGO, String, "", "algorithms allowed: comma list of ring, tree, rhd, oneshot, hier, flat; ^ excludes; default: the model picks") \
+  X(CHUNK_SIZE, Size, "0", "largest piece an algorithm moves per step (0: one transport slot)")                        \
+  X(TUNE_PROBE, Int, "1", "1: measure latency and copy bandwidth at init (a few ms) to refine the cost model; 0: constants")
 
 enum class ParamType { Int, Size, String };
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "algos/reduce_kernels.h"
+#include "algos/selector.h"
+#include "core/comm.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/reference.h"
 
@@ -64,6 +66,33 @@ TEST_P(AllReduceMatrix, EveryTypeOpCountAndPlacement) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceMatrix, ::testing::Values(2, 3, 4, 8),
                          [](const auto& p) { return std::to_string(p.param) + "ranks"; });
+
+// Every algorithm, forced with LOOM_ALGO, through the same matrix.
+class AllReduceAlgorithm : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
+
+TEST_P(AllReduceAlgorithm, EveryTypeOpCountAndPlacement) {
+  const char* algo = std::get<0>(GetParam());
+  const int n = std::get<1>(GetParam());
+  setenv("LOOM_ALGO", algo, 1);
+  runRanks(n, [&](int rank, loomComm_t comm) {
+    // The call really ran the forced algorithm.
+    CollArgs probe{};
+    probe.coll = CollType::AllReduce;
+    probe.count = 1000;
+    probe.type = loomFloat32;
+    probe.op = loomSum;
+    ASSERT_STREQ(algoName(rankCandidates(comm, probe).at(0).algo), algo);
+    matrix(rank, comm, n, allTypes());
+  }, 600);
+  unsetenv("LOOM_ALGO");
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, AllReduceAlgorithm,
+                         ::testing::Combine(::testing::Values("tree", "rhd", "oneshot", "hier"),
+                                            ::testing::Values(2, 3, 4, 8)),
+                         [](const auto& p) {
+                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
+                         });
 
 // Slots much smaller than the messages: many pipelined slices and FIFO wrap-arounds per call.
 TEST(AllReduce, SmallSlotsManySlices) {

@@ -12,11 +12,11 @@ const char* algoName(Algo a);
 // The cost model of one communicator; identical on every rank (the probe's results are combined), so
 // every rank picks the same algorithm.
 struct CostModel {
-  double stepUs = 2.0;       // one slot handed from a rank to the next (alpha of ring, tree, chain)
-  double roundUs = 6.0;      // one round of the transfer engine (alpha of rhd, one-shot, flat)
-  double copyGBs = 6.0;      // bytes copied through the transport per second (beta = 1 / this)
-  double reduceGBs = 6.0;    // bytes reduced per second by the kernels
-  double netGBs = 1.2;       // across hosts (used by hier and by any path between hosts)
+  double stepUs = 2.0;         // one slot handed from a rank to the next, as the ranks of this job see it
+  double cacheCopyGBs = 12.0;  // copy bandwidth while the data stays in cache (up to ~1 MB per rank)
+  double memCopyGBs = 5.0;     // copy bandwidth from and to memory
+  double oversubscription = 1; // ranks per core on this host (>= 1): ranks share cores and memory bandwidth
+  double netGBs = 1.2;         // across hosts (used by hier and by any path between hosts)
   bool probed = false;
   std::string describe() const;
 };

@@ -69,35 +69,34 @@ const char* algoName(Algo a) { return kNames[static_cast<int>(a)]; }
 
 std::string CostModel::describe() const {
   char b[200];
-  snprintf(b, sizeof b, "step %.1f us, transfer round %.1f us, copy %.2f GB/s, reduce %.2f GB/s (%s)", stepUs, roundUs,
-           copyGBs, reduceGBs, probed ? "probed" : "constants");
+  snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory, %.1f ranks per core (%s)",
+           stepUs, cacheCopyGBs, memCopyGBs, oversubscription, probed ? "probed" : "constants");
   return b;
 }
 
+// Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core.
+// The step counts follow each algorithm's structure; the work factors (memory passes per byte, relative
+// to one copy) were fitted to all_reduce_perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and
+// 8 ranks (perf/algos.py; figures in the README); the probe supplies this machine's step and copy speeds.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
   if (n <= 1) return 0;
-  const double S = static_cast<double>(bytes), beta = 1e-3 / m.copyGBs, gamma = 1e-3 / m.reduceGBs;
-  const double L = log2ceil(n), frac = static_cast<double>(n - 1) / n;
-  // Pipelines fill slice by slice: the latency term counts the steps of the first slice, then one step
-  // per further slice.
+  // Ranks sharing cores share their time; a probe that ran on all ranks at once has measured that already.
+  const double S = static_cast<double>(bytes), L = log2ceil(n), f = m.probed ? 1.0 : std::max(1.0, m.oversubscription);
+  // Per-byte time: from cache while the ranks' data fits in a last-level cache share, else from memory.
+  const double beta = 1e-3 / (S * std::max(1.0, m.oversubscription) <= (4u << 20) ? m.cacheCopyGBs : m.memCopyGBs);
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
+  auto cost = [&](double steps, double work) { return steps * m.stepUs + work * S * beta * f; };
+  const bool pow2 = (n & (n - 1)) == 0;
   switch (coll) {
     case CollType::AllReduce:
       switch (algo) {
-        case Algo::Ring: {
-          const double cols = std::max(1.0, std::ceil(S / n / std::max<size_t>(slotBytes, 1)));
-          return (2 * (n - 1) + 2 * (cols - 1)) * m.stepUs + 2 * frac * S * beta + frac * S * gamma;
-        }
-        case Algo::Tree: return (2 * L + 2 * (slices / 2 - 1 > 0 ? slices / 2 - 1 : 0)) * m.stepUs + 2 * S * beta + S * gamma;
-        case Algo::Rhd: {
-          const bool pow2 = (n & (n - 1)) == 0;
-          return (2 * L + (pow2 ? 0 : 2)) * m.roundUs + 2 * frac * S * beta + frac * S * gamma +
-                 (pow2 ? 0 : 2 * S * beta + S * gamma);
-        }
-        case Algo::OneShot: return m.roundUs + (n - 1) * S * (beta + gamma);
+        case Algo::Ring: return cost(2 * (n - 1), 2.5);
+        case Algo::Tree: return cost(2.5 * L + 1.5 + (slices - 1), 4.6);
+        case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5);
+        case Algo::OneShot: return cost(1.5 + 0.6 * (n - 1), 12.0 * (n - 1));
         case Algo::Hier: {
           const int local = std::max(1, n / std::max(hosts, 1));
-          double t = 2 * (local - 1 + slices - 1) * m.stepUs + 2 * S * beta + S * gamma;
+          double t = cost(2 * (local - 1), 3.0);
           if (hosts > 1) t += 2 * (hosts - 1) * m.stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
           return t;
         }
@@ -106,21 +105,25 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
     case CollType::AllGather:
       if (algo == Algo::Flat) {
         const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;
-        return m.roundUs + (n - 1) * S * beta * (single ? 1 : 2);
+        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? 1.5 : 2.0));
       }
-      return (n - 1 + slices - 1) * m.stepUs + 2 * (n - 1) * S * beta;
-    case CollType::ReduceScatter: return (n - 1 + slices - 1) * m.stepUs + 2 * frac * S * n * beta + frac * S * n * gamma;
-    case CollType::Broadcast: return (n - 1 + slices - 1) * m.stepUs + 2 * S * beta;
-    case CollType::Reduce: return (n - 1 + slices - 1) * m.stepUs + 2 * S * beta + S * gamma;
-    case CollType::AllToAll: return m.roundUs + (n - 1) * S / n * beta;
+      return cost(n - 1 + slices - 1, 2.0 * (n - 1));
+    case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1));
+    case CollType::Broadcast: return cost(n - 1 + slices - 1, 2.0);
+    case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5);
+    case CollType::AllToAll: return cost(1.5 + 0.6 * (n - 1), 1.5 * (n - 1) / n);
     default: return 0;
   }
 }
 
 std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args) {
-  unsigned allowed;
-  std::string bad;
-  parseFilter(params().ALGO, &allowed, &bad);  // validated at init (checkAlgoFilter)
+  // LOOM_ALGO does not change within a process: parse it once (it was validated at init).
+  static const unsigned allowed = [] {
+    unsigned a;
+    std::string bad;
+    parseFilter(params().ALGO, &a, &bad);
+    return a;
+  }();
   const size_t bytes = args.count * typeSize(args.type);
   const int hosts = comm->cluster ? static_cast<int>(comm->cluster->hosts.size()) : 1;
   const size_t slot = static_cast<size_t>(params().CHUNK_SIZE > 0 ? params().CHUNK_SIZE : params().SHM_SLOT_SIZE);
@@ -148,69 +151,61 @@ loomResult_t checkAlgoFilter() {
 
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
-  // Constants for shared memory on a typical server core; the probe replaces them with this machine's.
-  if (comm->localRanks > 1 && std::thread::hardware_concurrency() > 0 &&
-      static_cast<unsigned>(comm->localRanks) > std::thread::hardware_concurrency()) {
-    m.stepUs *= 10;  // ranks outnumber cores: every hand-over may wait for a sleeping rank to wake
-    m.roundUs *= 10;
-  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  m.oversubscription = std::max(1.0, static_cast<double>(comm->localRanks) / cores);
+  if (m.oversubscription > 1) m.stepUs *= 2 * m.oversubscription;  // a hand-over may wait for a rank to wake
   if (params().TUNE_PROBE == 0 || comm->nranks == 1) {
     comm->costModel = m;
     return loomSuccess;
   }
   using clock = std::chrono::steady_clock;
-  // Copy and reduce bandwidth, measured locally on buffers larger than the caches' share of a core.
-  const size_t probeBytes = 2u << 20;
-  std::vector<float> a(probeBytes / 4, 1.0f), b(probeBytes / 4, 2.0f);
-  const ReduceKernels& k = reduceKernels();
-  k.copy(b.data(), a.data(), probeBytes);  // touch
-  auto t0 = clock::now();
-  k.copy(b.data(), a.data(), probeBytes);
-  auto t1 = clock::now();
-  k.reduce[loomFloat32][loomSum](b.data(), a.data(), b.data(), a.size());
-  auto t2 = clock::now();
+  auto gbs = [](size_t bytes, clock::time_point a, clock::time_point b) {
+    return bytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(b - a).count());
+  };
+  // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
-    double stepUs, copyGBs, reduceGBs;
+    double stepUs, cacheGBs, memGBs;
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
-  mine.copyGBs = probeBytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(t1 - t0).count());
-  mine.reduceGBs = probeBytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(t2 - t1).count());
-  // The hand-over latency: a one-element token goes round the ring a few times; rank 0 times it.
-  const int n = comm->nranks, r = comm->rank, laps = 4;
-  LOOM_CHECK(comm->connect({(r + n - 1) % n, (r + 1) % n}, 0));
-  CollArgs token{};
-  token.coll = CollType::Broadcast;
-  token.count = 1;
-  token.type = loomUint8;
-  token.op = loomSum;
-  token.root = n - 1;  // a signature no user call of this shape would send first
-  Primitives prims(comm, (r + 1) % n, (r + n - 1) % n, 0, token, "cost model probe");
-  unsigned char byte = 0;
+  // What a step costs inside a collective (all ranks sending at once, as they do there): time a few
+  // one-element ring allreduces, 2(n-1) steps each, after two untimed ones that wait for every rank.
+  const int n = comm->nranks, calls = 8;
+  float value = 1.0f;
+  CollArgs tiny{};
+  tiny.coll = CollType::AllReduce;
+  tiny.sendbuff = &value;
+  tiny.recvbuff = &value;
+  tiny.count = 1;
+  tiny.type = loomFloat32;
+  tiny.op = loomMax;
   auto s0 = clock::now();
-  for (int lap = 0; lap < laps; ++lap) {
-    if (r == 0) {
-      LOOM_CHECK(prims.send(&byte, 1));
-      LOOM_CHECK(prims.recv(&byte, 1));
-    } else {
-      LOOM_CHECK(prims.recvCopySend(&byte, 1));
-    }
+  for (int i = -2; i < calls; ++i) {
+    if (i == 0) s0 = clock::now();
+    LOOM_CHECK(ringAllReduce(comm, tiny));
   }
-  mine.stepUs = std::chrono::duration<double, std::micro>(clock::now() - s0).count() / (laps * n);
+  mine.stepUs = std::chrono::duration<double, std::micro>(clock::now() - s0).count() / (calls * 2.0 * (n - 1));
+  // Copy bandwidth, measured locally: 512 KB stays in cache, 8 MB does not.
+  const size_t small = 512u << 10, big = 8u << 20;
+  std::vector<char> a(big, 1), b(big, 2);
+  const CopyFn copy = reduceKernels().copy;
+  copy(b.data(), a.data(), small);
+  auto t0 = clock::now();
+  copy(b.data(), a.data(), small);
+  auto t1 = clock::now();
+  copy(b.data(), a.data(), big);
+  auto t2 = clock::now();
+  mine.cacheGBs = gbs(small, t0, t1);
+  mine.memGBs = gbs(big, t1, t2);
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
-  // Every rank takes the same combination: rank 0's latency (it timed whole laps), the slowest copy and
-  // reduction (a collective runs at the pace of its slowest rank).
+  // Every rank combines them the same way: rank 0's latency, the slowest copy (a collective runs at the
+  // pace of its slowest rank).
   m.stepUs = all[0].stepUs;
-  m.roundUs = 3 * all[0].stepUs;  // a transfer round: post, poll every queue, complete
-  m.copyGBs = m.reduceGBs = 1e9;
+  m.cacheCopyGBs = m.memCopyGBs = 1e9;
   for (const Probe& p : all) {
-    m.copyGBs = std::min(m.copyGBs, p.copyGBs);
-    m.reduceGBs = std::min(m.reduceGBs, p.reduceGBs);
+    m.cacheCopyGBs = std::min(m.cacheCopyGBs, p.cacheGBs);
+    m.memCopyGBs = std::min(m.memCopyGBs, p.memGBs);
   }
-  // Ranks sharing cores share the memory bandwidth too.
-  const double share = std::max(1.0, static_cast<double>(comm->localRanks) / std::max(1u, std::thread::hardware_concurrency()));
-  m.copyGBs /= share;
-  m.reduceGBs /= share;
   m.probed = true;
   comm->costModel = m;
   LOOM_INFO(kAlgo, "cost model: %s", m.describe().c_str());

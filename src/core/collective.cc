@@ -57,7 +57,10 @@ loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
   }
   std::vector<Candidate> candidates = rankCandidates(comm, args);
   if (candidates.empty()) return setError(loomInternalError, "no algorithm for %s", collName(args.coll));
-  if (logEnabled(LogLevel::Info, kAlgo)) {
+  // Logged once per change of (collective, size) on this communicator, so a benchmark loop logs once.
+  const uint64_t choiceKey = static_cast<uint64_t>(args.coll) << 56 ^ bytes;
+  if (logEnabled(LogLevel::Info, kAlgo) && comm->lastLoggedChoice != choiceKey) {
+    comm->lastLoggedChoice = choiceKey;
     std::string all;
     for (const Candidate& c : candidates) {
       char b[64];

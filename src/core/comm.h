@@ -63,6 +63,7 @@ struct loomComm {
   loom::TopoPolicy topoPolicy;
   loom::RoutePlan routes;
   loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
+  uint64_t lastLoggedChoice = ~uint64_t{0};
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
 

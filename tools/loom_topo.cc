@@ -13,6 +13,7 @@
 #include "topo/cluster.h"
 #include "topo/decisions.h"
 #include "topo/detect.h"
+#include "topo/paper_plan.h"
 #include "topo/render.h"
 #include "topo/routes.h"
 #include "topo/xml.h"
@@ -33,6 +34,8 @@ void usage(FILE* out) {
                "  -p, --png FILE      render that picture to a PNG (needs Graphviz's dot)\n"
                "  -x, --dump FILE     write the system as NCCL-format XML\n"
                "  -q, --quiet         only the plan (no tree, no path matrix)\n"
+               "  -P, --plan SIZE     also estimate an allreduce of SIZE bytes per rank (K/M/G suffixes) with\n"
+               "                      each algorithm on paper (alpha-beta over the planned routes)\n"
                "  -h, --help          this text\n"
                "Environment: LOOM_P2P_LEVEL, LOOM_NET_GDR_LEVEL, LOOM_TOPO_FILE (see loom-info).\n");
 }
@@ -48,10 +51,12 @@ int main(int argc, char** argv) {
   std::string topo, dot, png, dump;
   int hosts = 1, ranks = 0;
   bool quiet = false;
+  double planBytes = 0;
   static const option opts[] = {{"topo", required_argument, nullptr, 't'}, {"hosts", required_argument, nullptr, 'H'},
                                 {"ranks", required_argument, nullptr, 'r'}, {"dot", required_argument, nullptr, 'd'},
                                 {"png", required_argument, nullptr, 'p'},   {"dump", required_argument, nullptr, 'x'},
                                 {"quiet", no_argument, nullptr, 'q'},       {"help", no_argument, nullptr, 'h'},
+                                {"plan", required_argument, nullptr, 'P'},
                                 {}};
   auto count = [](const char* s, const char* what, int max) {
     char* end = nullptr;
@@ -62,7 +67,7 @@ int main(int argc, char** argv) {
     }
     return static_cast<int>(v);
   };
-  for (int c; (c = getopt_long(argc, argv, "t:H:r:d:p:x:qh", opts, nullptr)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "t:H:r:d:p:x:qP:h", opts, nullptr)) != -1;) {
     switch (c) {
       case 't': topo = optarg; break;
       case 'H': hosts = count(optarg, "--hosts", 1 << 16); break;
@@ -71,6 +76,16 @@ int main(int argc, char** argv) {
       case 'p': png = optarg; break;
       case 'x': dump = optarg; break;
       case 'q': quiet = true; break;
+      case 'P': {
+        int64_t v = 0;
+        std::string why;
+        if (!loom::parseParamValue(loom::ParamType::Size, optarg, &v, &why) || v <= 0) {
+          std::fprintf(stderr, "loom-topo: --plan wants a size in bytes (e.g. 1G, 256K), not '%s'\n", optarg);
+          return 2;
+        }
+        planBytes = static_cast<double>(v);
+        break;
+      }
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -106,6 +121,14 @@ int main(int argc, char** argv) {
   }
   std::printf("%s", loom::renderPlan(cluster, plan, policy).c_str());
 
+  if (planBytes > 0) {
+    std::printf("\nallreduce of %.0f bytes per rank, on paper:\n", planBytes);
+    auto est = loom::paperAllReduce(cluster, plan, planBytes);
+    for (const auto& e : est)
+      std::printf("  %-8s %12.1f us  busbw %8.2f GB/s  (%s)%s\n", e.algo.c_str(), e.us,
+                  planBytes * 2 * (cluster.nranks() - 1) / cluster.nranks() / e.us / 1e3, e.formula.c_str(),
+                  &e == &est.front() ? "  <- chosen" : "");
+  }
   if (!dump.empty()) {
     std::ofstream f(dump);
     f << loom::xmlWrite(*systems[0]->xml);

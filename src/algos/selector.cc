@@ -80,8 +80,8 @@ std::string CostModel::describe() const {
 // 8 ranks (perf/algos.py; figures in the README); the probe supplies this machine's step and copy speeds.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
   if (n <= 1) return 0;
-  // Ranks sharing cores share their time; a probe that ran on all ranks at once has measured that already.
-  const double S = static_cast<double>(bytes), L = log2ceil(n), f = m.probed ? 1.0 : std::max(1.0, m.oversubscription);
+  // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
+  const double S = static_cast<double>(bytes), L = log2ceil(n), f = std::max(1.0, m.oversubscription);
   // Per-byte time: from cache while the ranks' data fits in a last-level cache share, else from memory.
   const double beta = 1e-3 / (S * std::max(1.0, m.oversubscription) <= (4u << 20) ? m.cacheCopyGBs : m.memCopyGBs);
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
@@ -179,33 +179,43 @@ loomResult_t tuneCostModel(loomComm* comm) {
   tiny.count = 1;
   tiny.type = loomFloat32;
   tiny.op = loomMax;
-  auto s0 = clock::now();
+  std::vector<double> perCall;
   for (int i = -2; i < calls; ++i) {
-    if (i == 0) s0 = clock::now();
+    auto s0 = clock::now();
     LOOM_CHECK(ringAllReduce(comm, tiny));
+    if (i >= 0) perCall.push_back(std::chrono::duration<double, std::micro>(clock::now() - s0).count());
   }
-  mine.stepUs = std::chrono::duration<double, std::micro>(clock::now() - s0).count() / (calls * 2.0 * (n - 1));
+  std::nth_element(perCall.begin(), perCall.begin() + calls / 2, perCall.end());  // the median call
+  mine.stepUs = perCall[calls / 2] / (2.0 * (n - 1));
   // Copy bandwidth, measured locally: 512 KB stays in cache, 8 MB does not.
   const size_t small = 512u << 10, big = 8u << 20;
   std::vector<char> a(big, 1), b(big, 2);
   const CopyFn copy = reduceKernels().copy;
+  // Best of a few tries: on a shared machine one try can be preempted and read 100x too slow.
+  mine.cacheGBs = mine.memGBs = 0;
   copy(b.data(), a.data(), small);
-  auto t0 = clock::now();
-  copy(b.data(), a.data(), small);
-  auto t1 = clock::now();
-  copy(b.data(), a.data(), big);
-  auto t2 = clock::now();
-  mine.cacheGBs = gbs(small, t0, t1);
-  mine.memGBs = gbs(big, t1, t2);
-  LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
-  // Every rank combines them the same way: rank 0's latency, the slowest copy (a collective runs at the
-  // pace of its slowest rank).
-  m.stepUs = all[0].stepUs;
-  m.cacheCopyGBs = m.memCopyGBs = 1e9;
-  for (const Probe& p : all) {
-    m.cacheCopyGBs = std::min(m.cacheCopyGBs, p.cacheGBs);
-    m.memCopyGBs = std::min(m.memCopyGBs, p.memGBs);
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = clock::now();
+    copy(b.data(), a.data(), small);
+    mine.cacheGBs = std::max(mine.cacheGBs, gbs(small, t0, clock::now()));
   }
+  for (int i = 0; i < 2; ++i) {
+    auto t0 = clock::now();
+    copy(b.data(), a.data(), big);
+    mine.memGBs = std::max(mine.memGBs, gbs(big, t0, clock::now()));
+  }
+  LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
+  // Every rank combines them the same way: rank 0's latency, the median copy speeds (robust to one
+  // rank that was descheduled while it measured).
+  m.stepUs = all[0].stepUs;
+  auto median = [&](double Probe::*field) {
+    std::vector<double> v;
+    for (const Probe& p : all) v.push_back(p.*field);
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  m.cacheCopyGBs = median(&Probe::cacheGBs);
+  m.memCopyGBs = median(&Probe::memGBs);
   m.probed = true;
   comm->costModel = m;
   LOOM_INFO(kAlgo, "cost model: %s", m.describe().c_str());

@@ -33,6 +33,8 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   maxElems_ = std::max<size_t>(1, (slot / 64 * 64) / elemSize_);
   const ReduceKernels& k = reduceKernels();
   copy_ = k.copy;
+  // Outputs far larger than the caches are not read again soon: write them past the cache.
+  copyOut_ = call.count * elemSize_ >= kStreamingMinBytes ? k.copyStreaming : k.copy;
   // avg and PreMulSum ops (their inputs arrive already scaled) add; avg divides at the end.
   reduce_ = op >= 0 && op < kNumBuiltinOps ? k.reduce[type][op] : k.reduce[type][loomSum];
   sumDivide_ = k.sumDivide[type];
@@ -105,9 +107,9 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   const void* in;
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(waitRecv(&in, n));
-  copy_(out, in, n * elemSize_);
+  copy_(slot, in, n * elemSize_);  // both copies read the received slot, which is in cache
+  copyOut_(out, in, n * elemSize_);
   recvQ_->release();
-  copy_(slot, out, n * elemSize_);
   sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
@@ -115,7 +117,7 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
 loomResult_t Primitives::recv(void* out, size_t n) {
   const void* in;
   LOOM_CHECK(waitRecv(&in, n));
-  copy_(out, in, n * elemSize_);
+  copyOut_(out, in, n * elemSize_);
   recvQ_->release();
   return loomSuccess;
 }

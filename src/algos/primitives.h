@@ -12,6 +12,9 @@
 
 namespace loom {
 
+// Calls from this size on write their final output with streaming stores (see reduce_kernels.inc).
+constexpr size_t kStreamingMinBytes = 8u << 20;
+
 class Primitives {
  public:
   // sendPeer / recvPeer may be -1 when the algorithm never sends / receives through this object.
@@ -46,6 +49,7 @@ class Primitives {
   uint64_t signature_;
   size_t maxElems_;
   CopyFn copy_ = nullptr;
+  CopyFn copyOut_ = nullptr;  // into the user's output: streaming stores for large calls
   ReduceFn reduce_ = nullptr;
   ReduceDivFn sumDivide_ = nullptr;
   WaitContext ctx_;

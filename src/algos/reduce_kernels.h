@@ -29,6 +29,7 @@ using ScaleFn = void (*)(void* dst, const void* src, size_t count, const void* s
 struct ReduceKernels {
   const char* isa;
   CopyFn copy;
+  CopyFn copyStreaming;  // the same, bypassing the cache on the write side: for large outputs only
   ScaleFn scale[loomNumTypes];
   ReduceFn reduce[loomNumTypes][kNumBuiltinOps];
   ReduceDivFn sumDivide[loomNumTypes];

@@ -102,12 +102,16 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
         }
         default: return 1e30;
       }
-    case CollType::AllGather:
-      if (algo == Algo::Flat) {
+    case CollType::AllGather: {
+      const bool fromMemory = S * f > (4u << 20);
+      if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
         const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;
-        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? 1.5 : 2.0));
+        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0));
       }
-      return cost(n - 1 + slices - 1, 2.0 * (n - 1));
+      // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
+      const bool streamed = S * n >= kStreamingMinBytes;
+      return cost(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0));
+    }
     case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1));
     case CollType::Broadcast: return cost(n - 1 + slices - 1, 2.0);
     case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5);

@@ -2,10 +2,12 @@
 // round of transfers, then reduces the n inputs itself.  One step of latency instead of the ring's
 // 2(n-1); the price is n-1 copies of the data per rank, so it only pays for small messages.  The inputs
 // are reduced in rank order on every rank, so all ranks get bit-identical results.
+#include <algorithm>
 #include <vector>
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
+#include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
 
 namespace loom {
@@ -18,6 +20,51 @@ loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args) {
   char* out = static_cast<char*>(args.recvbuff);
   if (n == 1) {
     if (in != out) k.copy(out, in, bytes);
+    return loomSuccess;
+  }
+  // Data that fits in one slot goes straight through the slots: send to every peer, then add the peers'
+  // slots in rank order (each in place, no gathering buffer).  One hand-over of latency.
+  std::vector<int> peers;
+  for (int p = 0; p < n; ++p)
+    if (p != r) peers.push_back(p);
+  LOOM_CHECK(comm->connect(peers, 0));
+  std::vector<Primitives> prims;
+  prims.reserve(n);
+  size_t slotElems = SIZE_MAX;
+  for (int p = 0; p < n; ++p) {
+    prims.emplace_back(comm, p == r ? -1 : p, p == r ? -1 : p, 0, args, "allreduce (one-shot)");
+    if (p != r) slotElems = std::min(slotElems, prims.back().maxElems());
+  }
+  if (args.count <= slotElems) {
+    for (int p : peers) LOOM_CHECK(prims[p].send(in, args.count));
+    // In place, rank 0's data lands in our buffer before our own input is added: keep a copy of it.
+    thread_local std::vector<char> own;
+    if (in == out && r != 0) {
+      own.assign(in, in + bytes);
+      in = own.data();
+    }
+    // acc = x0 op x1 op ... in rank order on every rank (two-operand ops commute exactly, so the
+    // primitive's "received op accumulated" equals "accumulated op received" bit for bit).
+    const void* acc = in;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) {
+        if (p == 0) continue;  // our input starts the sum
+        // Our own input joins the accumulation in its rank position.
+        const bool last = p == n - 1;
+        if (last && args.op == loomAvg) k.sumDivide[args.type](out, acc, in, args.count, n);
+        else k.reduce[args.type][args.op == loomAvg || args.op >= kNumBuiltinOps ? loomSum : args.op](out, acc, in, args.count);
+        acc = out;
+        continue;
+      }
+      if (p == 0 && r != 0) {  // rank 0's input starts the sum: just take it
+        LOOM_CHECK(prims[p].recv(out, args.count));
+        acc = out;
+        continue;
+      }
+      const bool last = p == n - 1;
+      LOOM_CHECK(prims[p].recvReduceCopy(acc, out, args.count, last && args.op == loomAvg ? n : 0));
+      acc = out;
+    }
     return loomSuccess;
   }
   std::vector<char> inputs(bytes * n);  // every rank's input, in rank order

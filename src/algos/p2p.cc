@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 
+#include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
 #include "core/collective.h"
 #include "core/log.h"
@@ -59,7 +60,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   }
   if (peers.empty()) return loomSuccess;
   LOOM_CHECK(comm->connect(peers, 0));
-  const CopyFn copy = reduceKernels().copy;
+  const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;
   const int64_t directMin = params().SHM_DIRECT_MIN;
   WaitContext ctx = comm->waitContext(what);
   Backoff backoff(ctx);
@@ -101,7 +102,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
                           describeCall(p.t->signature).c_str(), comm->describe(it->first).c_str(),
                           describeCall(signature).c_str());
         if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done));
-        else copy(p.t->buffer + p.done, data, n);
+        else (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
         q->release();
         LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,
                    describeCall(signature).c_str());

@@ -93,7 +93,8 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
         case Algo::Ring: return cost(2 * (n - 1), 2.5);
         case Algo::Tree: return cost(2.5 * L + 1.5 + (slices - 1), 4.6);
         case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5);
-        case Algo::OneShot: return cost(1.5 + 0.6 * (n - 1), 12.0 * (n - 1));
+        case Algo::OneShot:  // within one slot: one hand-over through the slots; above: a transfer round
+          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.6 * (n - 1), 12.0 * (n - 1));
         case Algo::Hier: {
           const int local = std::max(1, n / std::max(hosts, 1));
           double t = cost(2 * (local - 1), 3.0);

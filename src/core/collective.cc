@@ -55,12 +55,15 @@ loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
     case CollType::Recv: return runTransfers(comm, {transferOf(args)}, collName(args.coll));
     default: break;
   }
+  // Loops repeat the same call: the last choice is kept (the model depends only on these and the comm).
+  const uint64_t choiceKey = static_cast<uint64_t>(args.coll) << 56 ^ bytes;
+  if (comm->lastChoiceKey == choiceKey && comm->lastChoice != nullptr) return comm->lastChoice(comm, args);
   std::vector<Candidate> candidates = rankCandidates(comm, args);
   if (candidates.empty()) return setError(loomInternalError, "no algorithm for %s", collName(args.coll));
+  comm->lastChoiceKey = choiceKey;
+  comm->lastChoice = candidates[0].run;
   // Logged once per change of (collective, size) on this communicator, so a benchmark loop logs once.
-  const uint64_t choiceKey = static_cast<uint64_t>(args.coll) << 56 ^ bytes;
-  if (logEnabled(LogLevel::Info, kAlgo) && comm->lastLoggedChoice != choiceKey) {
-    comm->lastLoggedChoice = choiceKey;
+  if (logEnabled(LogLevel::Info, kAlgo)) {
     std::string all;
     for (const Candidate& c : candidates) {
       char b[64];

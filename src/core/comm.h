@@ -17,6 +17,7 @@
 #include "transport/transport.h"
 
 namespace loom {
+struct CollArgs;
 
 struct Connection {
   Transport* transport = nullptr;
@@ -63,7 +64,9 @@ struct loomComm {
   loom::TopoPolicy topoPolicy;
   loom::RoutePlan routes;
   loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
-  uint64_t lastLoggedChoice = ~uint64_t{0};
+  // The algorithm of the last call and what it was for (collective, bytes): loops skip the model.
+  uint64_t lastChoiceKey = ~uint64_t{0};
+  loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
 

@@ -114,7 +114,8 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
     groupEnqueue(comm, args);
     return loomSuccess;
   }
-  return comm->fail(runCollective(comm, args));
+  LOOM_CHECK(comm->fail(runCollective(comm, args)));
+  return comm->fail(comm->flushSends());
 }
 
 }  // namespace

@@ -231,7 +231,7 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
       std::string reason;
       bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
       why += (why.empty() ? "" : "; ") + reason;
-      const bool matches = topo.choice.rfind(all[t]->name(), 0) == 0;
+      const bool matches = topo.choice.rfind(all[t]->kind(), 0) == 0;
       if (ok && (best < 0 || (matches && !bestMatches) ||
                  (matches == bestMatches && est.bandwidthGBs > bestEst.bandwidthGBs))) {
         best = static_cast<int>(t);
@@ -252,6 +252,7 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
     msg.transportIndex = static_cast<uint32_t>(best);
     msg.channel = static_cast<uint32_t>(channel);
     row[p].transport = all[best];
+    threadedSends |= std::string(all[best]->kind()) == "net";
     loomResult_t r = all[best]->createRecv(req, &msg.info, &row[p].recv);
     if (r == loomSuccess) r = bootstrap->send(p, 1000 + channel, &msg, sizeof(msg));
     if (r != loomSuccess) {
@@ -282,5 +283,17 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
     char ack = 0;
     LOOM_CHECK(fail(bootstrap->recv(p, 2000 + channel, &ack, 1)));
   }
+  return loomSuccess;
+}
+
+loomResult_t loomComm::flushSends() {
+  if (!threadedSends) return loomSuccess;
+  WaitContext ctx = waitContext("flush");
+  for (auto& row : connections)
+    for (size_t p = 0; p < row.size(); ++p)
+      if (row[p].send && row[p].send->needsFlush()) {
+        ctx.peer = static_cast<int>(p);
+        LOOM_CHECK(row[p].send->flush(ctx));
+      }
   return loomSuccess;
 }

@@ -91,6 +91,10 @@ struct loomComm {
   // Connects (both directions) to every listed peer not connected yet on `channel`.  Collective between
   // each pair: both ranks of a pair must list each other at the same point of their call sequence.
   loomResult_t connect(const std::vector<int>& peers, int channel);
+  // After a call: waits until every send queue that sends from a thread has sent all it was given, so
+  // that a call that returned has really handed its data over (see SendQueue::flush).
+  loomResult_t flushSends();
+  bool threadedSends = false;  // some connection needs flushSends()
   loom::Connection& connection(int peer, int channel) { return connections[channel][peer]; }
 
   // Records a failure as the communicator's error (first one wins) and returns it.

@@ -31,7 +31,8 @@ loomResult_t runForComm(loomComm* comm, const std::vector<CollArgs>& calls) {
       LOOM_CHECK(comm->fail(runCollective(comm, a)));
     }
   }
-  return comm->fail(runTransfers(comm, transfers, "group send/recv"));
+  LOOM_CHECK(comm->fail(runTransfers(comm, transfers, "group send/recv")));
+  return comm->fail(comm->flushSends());
 }
 
 }  // namespace

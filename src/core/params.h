@@ -22,7 +22,8 @@ namespace loom {
     "interfaces for bootstrap sockets: comma list of name prefixes, ^ excludes, = exact; default first non-lo up")   \
   X(SOCKET_FAMILY, String, "", "AF_INET or AF_INET6 to force the bootstrap address family")                          \
   X(SHM_SLOT_SIZE, Size, "256K", "bytes per slot of a shared-memory FIFO: the pipelining chunk between two ranks")  \
-  X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64)")                                                   \
+  X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64); the socket transport uses the same ring size")    \
+  X(SHM_DISABLE, Int, "0", "1: never use shared memory (ranks on one host then talk over the network transport)")  \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \
     "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \
   X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it sleeps; -1 = automatic (less when ranks > cores)") \

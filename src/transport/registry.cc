@@ -1,6 +1,7 @@
 #include "transport/registry.h"
 
 #include "transport/shm/shm_transport.h"
+#include "transport/socket/socket_transport.h"
 
 namespace loom {
 
@@ -8,6 +9,7 @@ const std::vector<Transport*>& transports() {
   static const std::vector<Transport*> all = [] {
     std::vector<Transport*> v;
     v.push_back(new ShmTransport());
+    v.push_back(new SocketTransport());
     return v;
   }();
   return all;

@@ -47,6 +47,11 @@ class SendQueue {
   virtual void postDirect(const void* src, size_t bytes, uint64_t signature) {}
   virtual bool directDone() { return true; }
   virtual loomResult_t waitDirectDone(const WaitContext& ctx) { return loomSuccess; }
+
+  // Waits until every posted slot has left this process (a transport that sends from a thread); after
+  // it, the data survives this process exiting.  Shared memory has nothing to wait for.
+  virtual loomResult_t flush(const WaitContext& ctx) { return loomSuccess; }
+  virtual bool needsFlush() const { return false; }
 };
 
 class RecvQueue {
@@ -88,6 +93,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // The kind of link it is, as the topology names it (topo/decisions.h): "shm", "net", "p2p/...".
+  virtual const char* kind() const { return name(); }
   // Whether this transport links the two ranks, with its estimate, and why (or why not).
   virtual bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                        std::string* reason) const = 0;

@@ -67,6 +67,23 @@ TEST_P(AllReduceMatrix, EveryTypeOpCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceMatrix, ::testing::Values(2, 3, 4, 8),
                          [](const auto& p) { return std::to_string(p.param) + "ranks"; });
 
+// The same matrix over the TCP socket transport (shared memory disabled), every algorithm.
+class AllReduceOverSockets : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AllReduceOverSockets, EveryTypeOpCountAndPlacement) {
+  setenv("LOOM_SHM_DISABLE", "1", 1);
+  setenv("LOOM_ALGO", GetParam(), 1);
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    matrix(rank, comm, 3, allTypes());
+    EXPECT_STREQ(comm->connection((rank + 1) % 3, 0).transport->name(), "socket");
+  }, 600);
+  unsetenv("LOOM_ALGO");
+  unsetenv("LOOM_SHM_DISABLE");
+}
+
+INSTANTIATE_TEST_SUITE_P(Sockets, AllReduceOverSockets, ::testing::Values("ring", "tree", "rhd", "oneshot", "hier"),
+                         [](const auto& p) { return std::string(p.param); });
+
 // Every algorithm, forced with LOOM_ALGO, through the same matrix.
 class AllReduceAlgorithm : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 

@@ -88,6 +88,7 @@ void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomR
 struct Case {
   Coll coll;
   int nranks;
+  bool sockets;  // LOOM_SHM_DISABLE=1: the ranks talk over the TCP socket transport
 };
 
 class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
@@ -96,6 +97,7 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
   const Case k = GetParam();
   const bool reduces = k.coll == Coll::Reduce || k.coll == Coll::ReduceScatter;
   const bool rooted = k.coll == Coll::Broadcast || k.coll == Coll::Reduce;
+  if (k.sockets) setenv("LOOM_SHM_DISABLE", "1", 1);
   runRanks(k.nranks, [&](int rank, loomComm_t comm) {
     for (int root : rooted ? std::vector<int>{0, k.nranks - 1} : std::vector<int>{-1}) {
       for (int t = 0; t < loomNumTypes; ++t) {
@@ -111,17 +113,21 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
       }
     }
   }, 900);
+  unsetenv("LOOM_SHM_DISABLE");
 }
 
 std::vector<Case> allCases() {
   std::vector<Case> v;
-  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll})
-    for (int n : {2, 3, 4, 8}) v.push_back({c, n});
+  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll}) {
+    for (int n : {2, 3, 4, 8}) v.push_back({c, n, false});
+    v.push_back({c, 3, true});  // the same matrix over TCP
+  }
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveMatrix, ::testing::ValuesIn(allCases()), [](const auto& p) {
-  return std::string(name(p.param.coll)) + "_" + std::to_string(p.param.nranks) + "ranks";
+  return std::string(name(p.param.coll)) + "_" + std::to_string(p.param.nranks) + "ranks" +
+         (p.param.sockets ? "_sockets" : "");
 });
 
 }  // namespace

@@ -121,7 +121,7 @@ TEST(Comm, SilentPeerTimesOutNamingIt) {
 }
 
 // A peer killed mid-job: the survivor reports loomRemoteError naming it long before the timeout.
-TEST(Comm, DeadPeerIsARemoteErrorNotAHang) {
+void deadPeerCase() {
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   auto outcomes = forkRanks(3, [&](int rank) {
@@ -143,6 +143,15 @@ TEST(Comm, DeadPeerIsARemoteErrorNotAHang) {
   EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].describe();
   EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].describe();
   EXPECT_EQ(outcomes[2].signal, SIGKILL);
+}
+
+TEST(Comm, DeadPeerIsARemoteErrorNotAHang) { deadPeerCase(); }
+
+// Over TCP the dead peer shows as a closed connection: the same error, naming the rank.
+TEST(Comm, DeadPeerOverSocketsIsARemoteErrorNotAHang) {
+  setenv("LOOM_SHM_DISABLE", "1", 1);
+  deadPeerCase();
+  unsetenv("LOOM_SHM_DISABLE");
 }
 
 // Ranks that disagree on the count get loomInvalidUsage saying so, not a hang or garbage.

@@ -223,6 +223,10 @@ bool ShmTransport::reaches(const PeerInfo& self, const PeerInfo& peer, Transport
     *reason = "shm: different hosts";
     return false;
   }
+  if (params().SHM_DISABLE != 0) {
+    *reason = "shm: disabled by LOOM_SHM_DISABLE";
+    return false;
+  }
   // One memory copy in, one out: about a single core's memcpy bandwidth; a futex hand-over at worst.
   est->bandwidthGBs = 8;
   est->latencyUs = 1;

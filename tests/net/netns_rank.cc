@@ -1,0 +1,62 @@
+// One rank of a multi-host job for the network-namespace tests (netns_test.sh): joins the communicator
+// named by LOOM_COMM_ID, runs allreduce (every algorithm LOOM_ALGO allows), broadcast, allgather and
+// alltoall at several sizes, checks every result, and prints how its connections were made.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/comm.h"
+#include "loom.h"
+
+namespace {
+
+int fail(const char* what, loomComm_t comm) {
+  std::fprintf(stderr, "netns_rank: %s: %s\n", what, loomGetLastError(comm));
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: netns_rank NRANKS RANK  (with LOOM_COMM_ID=host:port)\n");
+    return 2;
+  }
+  const int n = atoi(argv[1]), rank = atoi(argv[2]);
+  loomUniqueId id;
+  if (loomGetUniqueId(&id) != loomSuccess) return fail("unique id", nullptr);
+  loomComm_t comm;
+  if (loomCommInitRank(&comm, n, id, rank) != loomSuccess) return fail("init", nullptr);
+  int bad = 0;
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+    std::vector<float> buf(count);
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(rank + 1) + static_cast<float>(i % 7);
+    if (loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr) != loomSuccess)
+      return fail("allreduce", comm);
+    for (size_t i = 0; i < count; ++i)
+      if (buf[i] != static_cast<float>(n * (n + 1) / 2) + static_cast<float>(n * (i % 7))) ++bad;
+    std::vector<int> all(count * n), mine(count, rank);
+    if (loomAllGather(mine.data(), all.data(), count, loomInt32, comm, nullptr) != loomSuccess) return fail("allgather", comm);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] != static_cast<int>(i / count)) ++bad;
+    std::vector<int> b(count, rank == n - 1 ? 42 : 0);
+    if (loomBroadcast(b.data(), b.data(), count, loomInt32, n - 1, comm, nullptr) != loomSuccess) return fail("broadcast", comm);
+    for (int v : b)
+      if (v != 42) ++bad;
+    std::vector<int> send(count * n), recv(count * n);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = rank * 1000 + static_cast<int>(i / count);
+    if (loomAllToAll(send.data(), recv.data(), count, loomInt32, comm, nullptr) != loomSuccess) return fail("alltoall", comm);
+    for (size_t i = 0; i < recv.size(); ++i)
+      if (recv[i] != static_cast<int>(i / count) * 1000 + rank) ++bad;
+  }
+  // How this rank reached each peer: the test checks that another host means the network.
+  std::string how;
+  for (int p = 0; p < n; ++p)
+    if (p != rank && comm->connection(p, 0).connected())
+      how += " " + std::to_string(p) + ":" + comm->connection(p, 0).transport->name();
+  std::printf("rank %d of %d on %zu hosts: %d wrong; connections%s\n", rank, n, comm->cluster->hosts.size(), bad,
+              how.c_str());
+  loomCommDestroy(comm);
+  return bad == 0 ? 0 : 1;
+}

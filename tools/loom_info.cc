@@ -7,6 +7,7 @@
 
 #include "algos/reduce_kernels.h"
 #include "core/params.h"
+#include "transport/registry.h"
 #include "loom.h"
 #include "loom_build_config.h"
 
@@ -50,7 +51,9 @@ int main(int argc, char** argv) {
   std::printf("optional parts: cuda %s, ucx %s, verbs %s, hwloc %s, torch %s\n", LOOM_HAVE_CUDA ? "yes" : "no",
               LOOM_HAVE_UCX ? "yes" : "no", LOOM_HAVE_VERBS ? "yes" : "no", LOOM_HAVE_HWLOC ? "yes" : "no",
               LOOM_HAVE_TORCH ? "yes" : "no");
-  std::printf("transports: shm\n");
+  std::printf("transports:");
+  for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), t->kind());
+  std::printf("\n");
   std::printf("reduction kernels on this CPU: %s\n", loom::reduceKernels().isa);
   if (loom::paramsCheck() != loomSuccess) std::printf("WARNING: %s\n", loomGetLastError(nullptr));
   std::printf("\nenvironment parameters:\n");

@@ -1,6 +1,7 @@
 // One rank of a multi-host job for the network-namespace tests (netns_test.sh): joins the communicator
 // named by LOOM_COMM_ID, runs allreduce (every algorithm LOOM_ALGO allows), broadcast, allgather and
 // alltoall at several sizes, checks every result, and prints how its connections were made.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -49,6 +50,21 @@ int main(int argc, char** argv) {
     if (loomAllToAll(send.data(), recv.data(), count, loomInt32, comm, nullptr) != loomSuccess) return fail("alltoall", comm);
     for (size_t i = 0; i < recv.size(); ++i)
       if (recv[i] != static_cast<int>(i / count) * 1000 + rank) ++bad;
+  }
+  // LOOM_NETNS_BENCH=bytes: also time float32 sum allreduces of that size (for perf/netns_bench.sh).
+  if (const char* b = std::getenv("LOOM_NETNS_BENCH")) {
+    const size_t bytes = std::strtoull(b, nullptr, 10), count = bytes / 4;
+    std::vector<float> x(count, 1.0f);
+    const int iters = 20;
+    for (int i = 0; i < 3; ++i) loomAllReduce(x.data(), x.data(), count, loomFloat32, loomSum, comm, nullptr);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+      if (loomAllReduce(x.data(), x.data(), count, loomFloat32, loomSum, comm, nullptr) != loomSuccess)
+        return fail("allreduce (bench)", comm);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    if (rank == 0)
+      std::printf("bench allreduce %zu bytes: %.1f us, algbw %.3f GB/s, busbw %.3f GB/s\n", bytes, us, bytes / us / 1e3,
+                  bytes / us / 1e3 * 2.0 * (n - 1) / n);
   }
   // How this rank reached each peer: the test checks that another host means the network.
   std::string how;

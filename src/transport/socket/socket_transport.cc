@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
@@ -96,6 +97,20 @@ bool threadWait(Ring& r, std::atomic<uint32_t>* word, Ready ready) {
 
 std::string peerName(int rank) { return "rank " + std::to_string(rank); }
 
+// A connection that closed almost always means its process is exiting: give the liveness probe a moment
+// to see that, since its message also names every other rank already gone (the first one to die is
+// usually the cause, and the others only followed).
+std::string explainFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
+  if (ctx.probe != nullptr) {
+    for (int i = 0; i < 20; ++i) {
+      std::string gone = ctx.probe(ctx.probeArg, peer);
+      if (!gone.empty()) return gone;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return std::string(direction) + " " + peerName(peer) + ": " + why;
+}
+
 // Whole-buffer socket I/O for the I/O threads: blocking, ended by `stop` (checked every 100 ms) or by
 // an error, which is returned as text rather than logged (a peer closing at teardown is normal).
 bool ioAll(int fd, void* buf, size_t len, bool write, const std::atomic<bool>& stop, std::string* why) {
@@ -141,7 +156,7 @@ class SocketSendQueue : public SendQueue {
   size_t slotBytes() const override { return ring_.slots[0].data.size(); }
   loomResult_t acquire(void** slot, const WaitContext& ctx) override {
     LOOM_CHECK(waitUntil([&] { return hasFree() || ring_.failed.load(); }, &ring_.consumed, &ring_.rankSleeping, ctx));
-    if (!hasFree()) return setError(loomRemoteError, "send to %s: %s", peerName(peer_).c_str(), ring_.why().c_str());
+    if (!hasFree()) return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "send to", ring_.why()).c_str());
     *slot = current().data.data();
     return loomSuccess;
   }
@@ -155,7 +170,7 @@ class SocketSendQueue : public SendQueue {
     LOOM_CHECK(waitUntil([&] { return ring_.consumed.load() == posted_ || ring_.failed.load(); }, &ring_.consumed,
                          &ring_.rankSleeping, ctx));
     if (ring_.consumed.load() != posted_)
-      return setError(loomRemoteError, "send to %s: %s", peerName(peer_).c_str(), ring_.why().c_str());
+      return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "send to", ring_.why()).c_str());
     return loomSuccess;
   }
   void post(size_t bytes, uint64_t signature) override {
@@ -217,7 +232,8 @@ class SocketRecvQueue : public RecvQueue {
   size_t slotBytes() const override { return ring_.slots[0].data.size(); }
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override {
     LOOM_CHECK(waitUntil([&] { return ready() || ring_.failed.load(); }, &ring_.produced, &ring_.rankSleeping, ctx));
-    if (!ready()) return setError(loomRemoteError, "receive from %s: %s", peerName(peer_).c_str(), ring_.why().c_str());
+    if (!ready())
+      return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "receive from", ring_.why()).c_str());
     take(data, bytes, signature);
     return loomSuccess;
   }

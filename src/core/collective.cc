@@ -3,8 +3,8 @@
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
-#include "core/log.h"
 #include "algos/selector.h"
+#include "core/log.h"
 #include "core/params.h"
 
 #include <vector>
@@ -74,7 +74,6 @@ loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
               algoName(candidates[0].algo), all.c_str());
   }
   return candidates[0].run(comm, args);
-  return setError(loomInternalError, "unknown collective %d", static_cast<int>(args.coll));
 }
 
 }  // namespace

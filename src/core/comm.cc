@@ -112,7 +112,6 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
   LOOM_CHECK(tuneCostModel(comm.get()));
-  comm->connections[0].resize(nranks);
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
   *out = comm.release();

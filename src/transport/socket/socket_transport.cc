@@ -72,9 +72,9 @@ struct Ring {
       if (error.empty()) error = why;
     }
     failed.store(true);
-    // Wake the rank whichever counter it sleeps on.
-    publishAndWake(&produced, produced.load(), &rankSleeping);
-    publishAndWake(&consumed, consumed.load(), &rankSleeping);
+    // Wake the rank whichever counter it sleeps on (without writing them: the rank owns one of them).
+    futexWake(&produced);
+    futexWake(&consumed);
   }
   std::string why() {
     std::lock_guard<std::mutex> g(errorMutex);

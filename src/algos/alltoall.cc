@@ -1,30 +1,47 @@
-// Alltoall: block p of every rank's sendbuff goes to rank p, into the sender's slot of recvbuff.  All
-// n-1 exchanges are one set of transfers that progress together (algos/p2p.cc); the own block is a copy.
-// In place (sendbuff == recvbuff) the input is first copied aside, since blocks arrive before others
-// leave.
+// Alltoall: block p of every rank's sendbuff goes to rank p, into the sender's slot of recvbuff.
+// Out of place, all n-1 exchanges are one set of transfers that progress together (algos/p2p.cc); the
+// own block is a copy.  In place (sendbuff == recvbuff) a block may only be overwritten once it has
+// left: small blocks are all staged first and exchanged at once; large ones go pairwise, one peer per
+// step (step i pairs rank r with rank i - r mod n, a pairing every rank agrees on), staging one block
+// at a time in a buffer that stays in cache and is reused across calls.
 #include <vector>
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
+#include "core/params.h"
 
 namespace loom {
 
 loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
-  const int n = comm->nranks;
+  const int n = comm->nranks, r = comm->rank;
   const size_t block = args.count * typeSize(args.type);
   const char* in = static_cast<const char*>(args.sendbuff);
   char* out = static_cast<char*>(args.recvbuff);
-  std::vector<char> staged;
+  const uint64_t signature = callSignature(args);
+  const CopyFn copy = reduceKernels().copy;
+  thread_local std::vector<char> staged;  // grows to the largest staging a thread needed, then is reused
+  if (in == out && n > 1 && params().SHM_DIRECT_MIN > 0 && block >= static_cast<size_t>(params().SHM_DIRECT_MIN)) {
+    if (staged.size() < block) staged.resize(block);
+    for (int step = 0; step < n; ++step) {
+      const int p = (step - r + n) % n;
+      if (p == r) continue;  // our own block stays where it is
+      copy(staged.data(), out + p * block, block);
+      LOOM_CHECK(runTransfers(comm,
+                              {Transfer{p, true, staged.data(), block, signature},
+                               Transfer{p, false, out + p * block, block, signature}},
+                              "alltoall (in place, pairwise)"));
+    }
+    return loomSuccess;
+  }
   if (in == out) {
-    staged.resize(block * n);
-    reduceKernels().copy(staged.data(), in, block * n);
+    if (staged.size() < block * n) staged.resize(block * n);
+    copy(staged.data(), in, block * n);
     in = staged.data();
   }
-  const uint64_t signature = callSignature(args);
   std::vector<Transfer> transfers;
   for (int i = 1; i <= n; ++i) {  // starting after ourselves spreads the first slots over all peers
-    int p = (comm->rank + i) % n;
+    const int p = (r + i) % n;
     transfers.push_back(Transfer{p, true, const_cast<char*>(in) + p * block, block, signature});
     transfers.push_back(Transfer{p, false, out + p * block, block, signature});
   }

@@ -11,22 +11,19 @@ namespace loom {
 loomResult_t chainBroadcastGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
                                  void* buffer) {
   const int n = static_cast<int>(chain.size());
-  const int position = static_cast<int>(std::find(chain.begin(), chain.end(), comm->rank) - chain.begin());
-  if (n <= 1 || position == n) return loomSuccess;
-  const int next = position < n - 1 ? chain[position + 1] : -1, prev = position > 0 ? chain[position - 1] : -1;
-  std::vector<int> peers;
-  for (int p : {prev, next})
-    if (p >= 0) peers.push_back(p);
-  LOOM_CHECK(comm->connect(peers, channel));
-  Primitives prims(comm, next, prev, channel, args, "broadcast (chain)");
+  ChainPlace at;
+  LOOM_CHECK(joinChain(comm, chain, channel, &at));
+  if (n <= 1 || at.position == n) return loomSuccess;
+  const int position = at.position;
+  Primitives prims(comm, at.next, at.prev, channel, args, "broadcast (chain)");
   const size_t slice = prims.maxElems(), esize = typeSize(args.type);
   char* out = static_cast<char*>(buffer);
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off);
-    char* at = out + off * esize;
-    if (position == 0) LOOM_CHECK(prims.send(at, len));
-    else if (position < n - 1) LOOM_CHECK(prims.recvCopySend(at, len));
-    else LOOM_CHECK(prims.recv(at, len));
+    char* piece = out + off * esize;
+    if (position == 0) LOOM_CHECK(prims.send(piece, len));
+    else if (position < n - 1) LOOM_CHECK(prims.recvCopySend(piece, len));
+    else LOOM_CHECK(prims.recv(piece, len));
   }
   return loomSuccess;
 }

@@ -10,21 +10,18 @@ namespace loom {
 loomResult_t chainReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& chain, int channel,
                               const void* input, void* output, int divisor) {
   const int n = static_cast<int>(chain.size());
-  const int position = static_cast<int>(std::find(chain.begin(), chain.end(), comm->rank) - chain.begin());
   const size_t esize = typeSize(args.type);
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
-  if (position == n) return loomSuccess;
+  ChainPlace place;
+  LOOM_CHECK(joinChain(comm, chain, channel, &place));
+  if (place.position == n) return loomSuccess;
   if (n == 1) {  // callers divide by more than one rank only on longer chains
     if (in != out) reduceKernels().copy(out, in, args.count * esize);
     return loomSuccess;
   }
-  const int next = position < n - 1 ? chain[position + 1] : -1, prev = position > 0 ? chain[position - 1] : -1;
-  std::vector<int> peers;
-  for (int p : {prev, next})
-    if (p >= 0) peers.push_back(p);
-  LOOM_CHECK(comm->connect(peers, channel));
-  Primitives prims(comm, next, prev, channel, args, "reduce (chain)");
+  const int position = place.position;
+  Primitives prims(comm, place.next, place.prev, channel, args, "reduce (chain)");
   const size_t slice = prims.maxElems();
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off), at = off * esize;

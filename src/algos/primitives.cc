@@ -7,6 +7,18 @@
 
 namespace loom {
 
+loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channel, ChainPlace* place) {
+  const int n = static_cast<int>(chain.size());
+  place->position = static_cast<int>(std::find(chain.begin(), chain.end(), comm->rank) - chain.begin());
+  if (place->position == n || n <= 1) return loomSuccess;
+  place->prev = place->position > 0 ? chain[place->position - 1] : -1;
+  place->next = place->position < n - 1 ? chain[place->position + 1] : -1;
+  std::vector<int> peers;
+  for (int p : {place->prev, place->next})
+    if (p >= 0) peers.push_back(p);
+  return comm->connect(peers, channel);
+}
+
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,
                        const char* what)
     : comm_(comm),

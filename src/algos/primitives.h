@@ -5,12 +5,21 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algos/reduce_kernels.h"
 #include "core/collective.h"
 #include "core/comm.h"
 
 namespace loom {
+
+// Where this rank sits on a chain of ranks (algorithms over groups: chain reduce and broadcast):
+// position is chain.size() when the rank is not on it; prev/next are -1 at the ends.  Connects to the
+// neighbours on `channel`.
+struct ChainPlace {
+  int position = 0, prev = -1, next = -1;
+};
+loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channel, ChainPlace* place);
 
 // Calls from this size on write their final output with streaming stores (see reduce_kernels.inc).
 constexpr size_t kStreamingMinBytes = 8u << 20;

@@ -1,6 +1,7 @@
 #include "transport/socket/socket_transport.h"
 
 #include <poll.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -95,6 +96,37 @@ bool threadWait(Ring& r, std::atomic<uint32_t>* word, Ready ready) {
   return true;
 }
 
+// The same for a gather list (the sender's batch of frames): one system call for many small pieces.
+bool writevAll(int fd, iovec* iov, int count, const std::atomic<bool>& stop, std::string* why) {
+  while (count > 0) {
+    if (stop.load()) return *why = "stopped", false;
+    pollfd pfd{fd, POLLOUT, 0};
+    int r = poll(&pfd, 1, 100);
+    if (r < 0 && errno != EINTR) return *why = std::string("poll: ") + strerror(errno), false;
+    if (r <= 0) continue;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return *why = strerror(errno), false;
+    }
+    // Skip what was written: whole pieces, then part of the next.
+    size_t done = static_cast<size_t>(n);
+    while (count > 0 && done >= iov->iov_len) {
+      done -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+      iov->iov_len -= done;
+    }
+  }
+  return true;
+}
+
 std::string peerName(int rank) { return "rank " + std::to_string(rank); }
 
 // A connection that closed almost always means its process is exiting: give the liveness probe a moment
@@ -121,7 +153,7 @@ bool ioAll(int fd, void* buf, size_t len, bool write, const std::atomic<bool>& s
     int r = poll(&pfd, 1, 100);
     if (r < 0 && errno != EINTR) return *why = std::string("poll: ") + strerror(errno), false;
     if (r <= 0) continue;
-    ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL) : ::recv(fd, p, len, 0);
+    ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL) : ::recv(fd, p, len, MSG_WAITALL);
     if (n == 0) return *why = "the peer closed the connection", false;
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -188,14 +220,23 @@ class SocketSendQueue : public SendQueue {
     uint32_t sent = 0;
     for (;;) {
       if (!threadWait(ring_, &ring_.produced, [&] { return ring_.produced.load() != sent; })) return;
-      Slot& s = ring_.slots[sent % ring_.slots.size()];
-      FrameHeader h{s.bytes, s.signature};
+      // Every slot posted so far goes out in one gather write: header and payload of each.
+      const uint32_t batch = ring_.produced.load() - sent;
+      std::vector<FrameHeader> headers(batch);
+      std::vector<iovec> iov(2 * batch);
+      for (uint32_t k = 0; k < batch; ++k) {
+        Slot& s = ring_.slots[(sent + k) % ring_.slots.size()];
+        headers[k] = FrameHeader{s.bytes, s.signature};
+        iov[2 * k] = iovec{&headers[k], sizeof(FrameHeader)};
+        iov[2 * k + 1] = iovec{s.data.data(), s.bytes};
+      }
       std::string why;
-      if (!ioAll(fd_, &h, sizeof h, true, ring_.stop, &why) || !ioAll(fd_, s.data.data(), s.bytes, true, ring_.stop, &why)) {
+      if (!writevAll(fd_, iov.data(), static_cast<int>(iov.size()), ring_.stop, &why)) {
         if (!ring_.stop.load()) ring_.fail("connection lost: " + why);
         return;
       }
-      publishAndWake(&ring_.consumed, ++sent, &ring_.rankSleeping);
+      sent += batch;
+      publishAndWake(&ring_.consumed, sent, &ring_.rankSleeping);
     }
   }
 

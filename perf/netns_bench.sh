@@ -20,9 +20,13 @@ for ((h = 0; h < hosts; h++)); do
   ip -n "$ns" link set lp$h$tag up && ip -n "$ns" link set lo up
 done
 echo "# iperf3 single stream, host 1 -> host 0"
-ip netns exec lh0$tag iperf3 -s -1 -D >/dev/null 2>&1
-sleep 0.5
-ip netns exec lh1$tag iperf3 -c "${subnet}1" -t 3 -f g 2>&1 | grep -E "receiver" || true
+if command -v iperf3 >/dev/null; then
+  ip netns exec lh0$tag iperf3 -s -1 -D >/dev/null 2>&1
+  sleep 0.5
+  ip netns exec lh1$tag iperf3 -c "${subnet}1" -t 3 -f g 2>&1 | grep -E "receiver" || true
+else
+  echo "# iperf3 is not installed (apt-get install iperf3): no baseline"
+fi
 for size in $sizes; do
   export LOOM_COMM_ID="${subnet}1:$((30000 + (tag + size) % 20000))" LOOM_NETNS_BENCH=$size
   for ((h = 0; h < hosts; h++)); do

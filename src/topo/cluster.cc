@@ -71,13 +71,14 @@ loomResult_t loadCluster(const std::string& path, int hosts, std::vector<std::sh
     if (h->name != "host" || file == nullptr)
       return setError(loomInvalidArgument, "%s:%d: a <cluster> holds <host file=\"...\"/> elements", path.c_str(),
                       h->line);
-    std::vector<std::shared_ptr<const TopoSystem>> one;
-    LOOM_CHECK(loadCluster((*file)[0] == '/' ? *file : dir + "/" + *file, 1, &one));
-    // Each host keeps its own name: copy the model (cheap: tens of nodes) and rename it.
-    std::unique_ptr<TopoSystem> copy;
-    LOOM_CHECK(TopoSystem::build(*one[0]->xml, *file, &copy));
-    copy->hostName = h->attrOr("name", "host" + std::to_string(out->size()));
-    out->push_back(std::shared_ptr<const TopoSystem>(std::move(copy)));
+    // Each host gets a model of its own, since each keeps its own name.
+    const std::string hostPath = (*file)[0] == '/' ? *file : dir + "/" + *file;
+    std::unique_ptr<XmlNode> hostRoot;
+    LOOM_CHECK(xmlLoadFile(hostPath, &hostRoot));
+    std::unique_ptr<TopoSystem> sys;
+    LOOM_CHECK(TopoSystem::build(*hostRoot, hostPath, &sys));
+    sys->hostName = h->attrOr("name", "host" + std::to_string(out->size()));
+    out->push_back(std::shared_ptr<const TopoSystem>(std::move(sys)));
   }
   if (out->empty()) return setError(loomInvalidArgument, "%s: the <cluster> holds no <host>", path.c_str());
   return loomSuccess;

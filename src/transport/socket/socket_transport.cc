@@ -96,7 +96,8 @@ bool threadWait(Ring& r, std::atomic<uint32_t>* word, Ready ready) {
   return true;
 }
 
-// The same for a gather list (the sender's batch of frames): one system call for many small pieces.
+// Whole gather-list write for the sender's thread (its batch of frames: one system call for many
+// pieces), with the same stop and error rules as readAll.
 bool writevAll(int fd, iovec* iov, int count, const std::atomic<bool>& stop, std::string* why) {
   while (count > 0) {
     if (stop.load()) return *why = "stopped", false;
@@ -143,17 +144,17 @@ std::string explainFailure(const WaitContext& ctx, int peer, const char* directi
   return std::string(direction) + " " + peerName(peer) + ": " + why;
 }
 
-// Whole-buffer socket I/O for the I/O threads: blocking, ended by `stop` (checked every 100 ms) or by
+// Whole-buffer socket read for the I/O threads: blocking, ended by `stop` (checked every 100 ms) or by
 // an error, which is returned as text rather than logged (a peer closing at teardown is normal).
-bool ioAll(int fd, void* buf, size_t len, bool write, const std::atomic<bool>& stop, std::string* why) {
+bool readAll(int fd, void* buf, size_t len, const std::atomic<bool>& stop, std::string* why) {
   char* p = static_cast<char*>(buf);
   while (len > 0) {
     if (stop.load()) return *why = "stopped", false;
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    pollfd pfd{fd, POLLIN, 0};
     int r = poll(&pfd, 1, 100);
     if (r < 0 && errno != EINTR) return *why = std::string("poll: ") + strerror(errno), false;
     if (r <= 0) continue;
-    ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL) : ::recv(fd, p, len, MSG_WAITALL);
+    ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
     if (n == 0) return *why = "the peer closed the connection", false;
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -323,7 +324,7 @@ class SocketRecvQueue : public RecvQueue {
         return;
       Slot& s = ring_.slots[filled % ring_.slots.size()];
       FrameHeader h{};
-      if (!ioAll(fd, &h, sizeof h, false, ring_.stop, &why)) {
+      if (!readAll(fd, &h, sizeof h, ring_.stop, &why)) {
         if (!ring_.stop.load()) ring_.fail(why);
         return;
       }
@@ -331,7 +332,7 @@ class SocketRecvQueue : public RecvQueue {
         ring_.fail("the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot");
         return;
       }
-      if (!ioAll(fd, s.data.data(), h.bytes, false, ring_.stop, &why)) {
+      if (!readAll(fd, s.data.data(), h.bytes, ring_.stop, &why)) {
         if (!ring_.stop.load()) ring_.fail(why);
         return;
       }

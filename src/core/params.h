@@ -24,6 +24,8 @@ namespace loom {
   X(SHM_SLOT_SIZE, Size, "256K", "bytes per slot of a shared-memory FIFO: the pipelining chunk between two ranks")  \
   X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64); the socket transport uses the same ring size")    \
   X(SHM_DISABLE, Int, "0", "1: never use shared memory (ranks on one host then talk over the network transport)")  \
+  X(NET, String, "", "network transport between hosts: socket, ucx or ib; default: ib where an RDMA port is active, else socket") \
+  X(NSOCKS, Int, "1", "TCP sockets per socket-transport connection (1..16); frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \
     "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \
   X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it sleeps; -1 = automatic (less when ranks > cores)") \

@@ -19,6 +19,7 @@
 #include "core/params.h"
 #include "core/socket.h"
 #include "core/wait.h"
+#include "transport/net/staged_queue.h"
 
 namespace loom {
 
@@ -31,8 +32,10 @@ struct SocketConnectInfo {
   uint32_t magic;
   uint32_t addrLength;
   uint64_t token;
+  int32_t nsocks;  // the receiver's LOOM_NSOCKS decides for the connection
   sockaddr_storage addr;
 };
+constexpr int32_t kMaxSockets = 16;
 static_assert(sizeof(SocketConnectInfo) <= sizeof(ConnectInfo), "socket connect info too large");
 
 // The first bytes on every connection: who connects, for which communicator and queue.
@@ -40,6 +43,7 @@ struct Hello {
   uint32_t magic;
   int32_t from, to, channel;
   uint64_t commKey, token;
+  int32_t socket, nsocks;  // which of the connection's sockets this is
 };
 
 struct FrameHeader {
@@ -47,309 +51,184 @@ struct FrameHeader {
   uint64_t signature;
 };
 
-struct Slot {
-  std::vector<char> data;
-  size_t bytes = 0;
-  uint64_t signature = 0;
-};
+// A connection is LOOM_NSOCKS sockets.  Each frame's header travels on socket 0; its payload is cut into
+// one contiguous part per socket (all of it on socket 0 below kStripeMinBytes, where striping only adds
+// system calls), so both ends derive the same cut from the frame's size alone.
+constexpr size_t kStripeMinBytes = 64 << 10;
 
-// State shared by a queue and its I/O thread.  `produced` counts slots the producer side filled
-// (the rank for a send queue, the thread for a receive queue), `consumed` those the other side emptied.
-struct Ring {
-  std::vector<Slot> slots;
-  std::atomic<uint32_t> produced{0}, consumed{0};
-  std::atomic<uint32_t> rankSleeping{0}, threadSleeping{0};
-  std::atomic<bool> stop{false};
-  std::atomic<bool> failed{false};
-  std::mutex errorMutex;
-  std::string error;
-
-  Ring(size_t n, size_t bytes) : slots(n) {
-    for (Slot& s : slots) s.data.resize(bytes);
+void stripe(size_t bytes, size_t nsocks, std::vector<std::pair<size_t, size_t>>* parts) {
+  parts->assign(nsocks, {0, 0});
+  if (bytes < kStripeMinBytes || nsocks == 1) {
+    (*parts)[0] = {0, bytes};
+    return;
   }
-  void fail(const std::string& why) {
-    {
-      std::lock_guard<std::mutex> g(errorMutex);
-      if (error.empty()) error = why;
-    }
-    failed.store(true);
-    // Wake the rank whichever counter it sleeps on (without writing them: the rank owns one of them).
-    futexWake(&produced);
-    futexWake(&consumed);
+  const size_t per = ((bytes / nsocks) + 4095) & ~size_t{4095};
+  for (size_t j = 0, off = 0; j < nsocks; ++j) {
+    const size_t len = std::min(per, bytes - off);
+    (*parts)[j] = {off, len};
+    off += len;
   }
-  std::string why() {
-    std::lock_guard<std::mutex> g(errorMutex);
-    return error;
-  }
-};
-
-// The I/O threads wait on the ring's counters in 100 ms slices so that `stop` is seen.
-template <typename Ready>
-bool threadWait(Ring& r, std::atomic<uint32_t>* word, Ready ready) {
-  while (!ready()) {
-    if (r.stop.load()) return false;
-    r.threadSleeping.store(1);
-    uint32_t seen = word->load();
-    if (!ready() && !r.stop.load()) futexWait(word, seen, 100);
-    r.threadSleeping.store(0);
-  }
-  return true;
 }
 
-// Whole gather-list write for the sender's thread (its batch of frames: one system call for many
-// pieces), with the same stop and error rules as readAll.
-bool writevAll(int fd, iovec* iov, int count, const std::atomic<bool>& stop, std::string* why) {
-  while (count > 0) {
+// Moves every socket's gather list, whichever socket is ready first (nonblocking, poll on all of them),
+// until all are done; ended by `stop` (checked every 100 ms) or an error, returned as text rather than
+// logged (a peer closing at teardown is normal).
+bool transferAll(const std::vector<int>& fds, std::vector<std::vector<iovec>>* lists, bool sending,
+                 const std::atomic<bool>& stop, std::string* why) {
+  const size_t n = fds.size();
+  std::vector<size_t> next(n, 0);
+  std::vector<pollfd> pfds;
+  std::vector<size_t> which;
+  for (;;) {
+    pfds.clear();
+    which.clear();
+    for (size_t j = 0; j < n; ++j) {
+      auto& l = (*lists)[j];
+      while (next[j] < l.size() && l[next[j]].iov_len == 0) ++next[j];
+      if (next[j] < l.size()) {
+        pfds.push_back(pollfd{fds[j], static_cast<short>(sending ? POLLOUT : POLLIN), 0});
+        which.push_back(j);
+      }
+    }
+    if (pfds.empty()) return true;
     if (stop.load()) return *why = "stopped", false;
-    pollfd pfd{fd, POLLOUT, 0};
-    int r = poll(&pfd, 1, 100);
+    int r = poll(pfds.data(), pfds.size(), 100);
     if (r < 0 && errno != EINTR) return *why = std::string("poll: ") + strerror(errno), false;
     if (r <= 0) continue;
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return *why = strerror(errno), false;
-    }
-    // Skip what was written: whole pieces, then part of the next.
-    size_t done = static_cast<size_t>(n);
-    while (count > 0 && done >= iov->iov_len) {
-      done -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
-      iov->iov_len -= done;
-    }
-  }
-  return true;
-}
-
-std::string peerName(int rank) { return "rank " + std::to_string(rank); }
-
-// A connection that closed almost always means its process is exiting: give the liveness probe a moment
-// to see that, since its message also names every other rank already gone (the first one to die is
-// usually the cause, and the others only followed).
-std::string explainFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
-  if (ctx.probe != nullptr) {
-    for (int i = 0; i < 20; ++i) {
-      std::string gone = ctx.probe(ctx.probeArg, peer);
-      if (!gone.empty()) return gone;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (size_t k = 0; k < pfds.size(); ++k) {
+      if (pfds[k].revents == 0) continue;
+      const size_t j = which[k];
+      auto& l = (*lists)[j];
+      msghdr msg{};
+      msg.msg_iov = &l[next[j]];
+      msg.msg_iovlen = std::min<size_t>(l.size() - next[j], 1024);
+      ssize_t got = sending ? ::sendmsg(fds[j], &msg, MSG_NOSIGNAL | MSG_DONTWAIT)
+                            : ::recvmsg(fds[j], &msg, MSG_DONTWAIT);
+      if (got == 0 && !sending) return *why = "the peer closed the connection", false;
+      if (got < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return *why = strerror(errno), false;
+      }
+      // Skip what moved: whole pieces, then part of the next.
+      size_t done = static_cast<size_t>(got);
+      while (next[j] < l.size() && done >= l[next[j]].iov_len) done -= l[next[j]++].iov_len;
+      if (next[j] < l.size()) {
+        l[next[j]].iov_base = static_cast<char*>(l[next[j]].iov_base) + done;
+        l[next[j]].iov_len -= done;
+      }
     }
   }
-  return std::string(direction) + " " + peerName(peer) + ": " + why;
 }
 
-// Whole-buffer socket read for the I/O threads: blocking, ended by `stop` (checked every 100 ms) or by
-// an error, which is returned as text rather than logged (a peer closing at teardown is normal).
-bool readAll(int fd, void* buf, size_t len, const std::atomic<bool>& stop, std::string* why) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    if (stop.load()) return *why = "stopped", false;
-    pollfd pfd{fd, POLLIN, 0};
-    int r = poll(&pfd, 1, 100);
-    if (r < 0 && errno != EINTR) return *why = std::string("poll: ") + strerror(errno), false;
-    if (r <= 0) continue;
-    ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
-    if (n == 0) return *why = "the peer closed the connection", false;
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return *why = strerror(errno), false;
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-class SocketSendQueue : public SendQueue {
+class SocketSendWire : public SendWire {
  public:
-  SocketSendQueue(int fd, size_t nslots, size_t slotBytes, int peer)
-      : fd_(fd), ring_(nslots, slotBytes), peer_(peer), thread_([this] { run(); }) {}
-  ~SocketSendQueue() override {
-    // A collective ends once its last slot is posted; the thread may still be writing it.  Let it finish
-    // (bounded by LOOM_TIMEOUT, and over at once if the connection failed) before stopping it.
-    const Deadline flushBy = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
-    while (ring_.consumed.load() != posted_ && !ring_.failed.load() && !flushBy.expired()) {
-      ring_.rankSleeping.store(1);
-      uint32_t seen = ring_.consumed.load();
-      if (seen != posted_ && !ring_.failed.load()) futexWait(&ring_.consumed, seen, 100);
-      ring_.rankSleeping.store(0);
+  explicit SocketSendWire(std::vector<int> fds) : fds_(std::move(fds)), lists_(fds_.size()) {}
+  ~SocketSendWire() override {
+    for (int& fd : fds_) closeSocket(&fd);
+  }
+  bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) override {
+    // One gather list per socket for the whole batch: a system call moves many frames.
+    headers_.resize(n);
+    for (auto& l : lists_) l.clear();
+    for (size_t k = 0; k < n; ++k) {
+      headers_[k] = FrameHeader{frames[k].bytes, frames[k].signature};
+      lists_[0].push_back(iovec{&headers_[k], sizeof(FrameHeader)});
+      stripe(frames[k].bytes, fds_.size(), &parts_);
+      for (size_t j = 0; j < fds_.size(); ++j)
+        lists_[j].push_back(iovec{static_cast<char*>(frames[k].data) + parts_[j].first, parts_[j].second});
     }
-    ring_.stop.store(true);
-    publishAndWake(&ring_.produced, ring_.produced.load(), &ring_.threadSleeping);
-    shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    closeSocket(&fd_);
+    return transferAll(fds_, &lists_, true, stop, why);
   }
-  size_t slotBytes() const override { return ring_.slots[0].data.size(); }
-  loomResult_t acquire(void** slot, const WaitContext& ctx) override {
-    LOOM_CHECK(waitUntil([&] { return hasFree() || ring_.failed.load(); }, &ring_.consumed, &ring_.rankSleeping, ctx));
-    if (!hasFree()) return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "send to", ring_.why()).c_str());
-    *slot = current().data.data();
-    return loomSuccess;
-  }
-  bool tryAcquire(void** slot) override {
-    if (!hasFree()) return false;
-    *slot = current().data.data();
-    return true;
-  }
-  bool needsFlush() const override { return true; }
-  loomResult_t flush(const WaitContext& ctx) override {
-    LOOM_CHECK(waitUntil([&] { return ring_.consumed.load() == posted_ || ring_.failed.load(); }, &ring_.consumed,
-                         &ring_.rankSleeping, ctx));
-    if (ring_.consumed.load() != posted_)
-      return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "send to", ring_.why()).c_str());
-    return loomSuccess;
-  }
-  void post(size_t bytes, uint64_t signature) override {
-    Slot& s = current();
-    s.bytes = bytes;
-    s.signature = signature;
-    publishAndWake(&ring_.produced, ++posted_, &ring_.threadSleeping);
+  void shutdown() override {
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
 
  private:
-  bool hasFree() const { return posted_ - ring_.consumed.load(std::memory_order_acquire) < ring_.slots.size(); }
-  Slot& current() { return ring_.slots[posted_ % ring_.slots.size()]; }
-
-  void run() {
-    uint32_t sent = 0;
-    for (;;) {
-      if (!threadWait(ring_, &ring_.produced, [&] { return ring_.produced.load() != sent; })) return;
-      // Every slot posted so far goes out in one gather write: header and payload of each.
-      const uint32_t batch = ring_.produced.load() - sent;
-      std::vector<FrameHeader> headers(batch);
-      std::vector<iovec> iov(2 * batch);
-      for (uint32_t k = 0; k < batch; ++k) {
-        Slot& s = ring_.slots[(sent + k) % ring_.slots.size()];
-        headers[k] = FrameHeader{s.bytes, s.signature};
-        iov[2 * k] = iovec{&headers[k], sizeof(FrameHeader)};
-        iov[2 * k + 1] = iovec{s.data.data(), s.bytes};
-      }
-      std::string why;
-      if (!writevAll(fd_, iov.data(), static_cast<int>(iov.size()), ring_.stop, &why)) {
-        if (!ring_.stop.load()) ring_.fail("connection lost: " + why);
-        return;
-      }
-      sent += batch;
-      publishAndWake(&ring_.consumed, sent, &ring_.rankSleeping);
-    }
-  }
-
-  int fd_;
-  Ring ring_;
-  int peer_;
-  uint32_t posted_ = 0;
-  std::thread thread_;
+  std::vector<int> fds_;
+  std::vector<FrameHeader> headers_;
+  std::vector<std::vector<iovec>> lists_;
+  std::vector<std::pair<size_t, size_t>> parts_;
 };
 
-class SocketRecvQueue : public RecvQueue {
+class SocketRecvWire : public RecvWire {
  public:
-  SocketRecvQueue(int listenFd, size_t nslots, size_t slotBytes, const ConnectRequest& req, uint64_t token,
-                  double timeoutSec)
+  SocketRecvWire(int listenFd, const ConnectRequest& req, uint64_t token, int nsocks, double timeoutSec)
       : listenFd_(listenFd),
-        ring_(nslots, slotBytes),
         peer_(req.peer),
         self_(req.self),
         channel_(req.channel),
         commKey_(req.commKey),
         token_(token),
         timeoutSec_(timeoutSec),
-        thread_([this] { run(); }) {}
-  ~SocketRecvQueue() override {
-    ring_.stop.store(true);
-    publishAndWake(&ring_.consumed, ring_.consumed.load(), &ring_.threadSleeping);
-    int fd = fd_.load();
-    if (fd >= 0) shutdown(fd, SHUT_RDWR);
-    thread_.join();
+        fds_(static_cast<size_t>(nsocks)),
+        lists_(static_cast<size_t>(nsocks)) {
+    for (auto& fd : fds_) fd.store(-1);
+  }
+  ~SocketRecvWire() override {
     closeSocket(&listenFd_);
-    fd = fd_.exchange(-1);
-    closeSocket(&fd);
+    for (auto& a : fds_) {
+      int fd = a.exchange(-1);
+      closeSocket(&fd);
+    }
   }
-  size_t slotBytes() const override { return ring_.slots[0].data.size(); }
-  loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override {
-    LOOM_CHECK(waitUntil([&] { return ready() || ring_.failed.load(); }, &ring_.produced, &ring_.rankSleeping, ctx));
-    if (!ready())
-      return setError(loomRemoteError, "%s", explainFailure(ctx, peer_, "receive from", ring_.why()).c_str());
-    take(data, bytes, signature);
-    return loomSuccess;
-  }
-  bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override {
-    if (!ready()) return false;
-    take(data, bytes, signature);
+  // Accepts the peer's sockets, refusing any other connection (wrong token, communicator or queue).
+  bool open(const std::atomic<bool>& stop, std::string* why) override {
+    const Deadline acceptBy = Deadline::afterSeconds(timeoutSec_);
+    for (size_t accepted = 0; accepted < fds_.size();) {
+      int fd = -1;
+      if (acceptSocket(listenFd_, acceptBy, &stop, &fd) != loomSuccess || fd < 0)
+        return *why = "the peer never connected within the timeout", false;
+      Hello h{};
+      if (recvAll(fd, &h, sizeof h, Deadline::afterSeconds(10), &stop, "socket hello") != loomSuccess ||
+          h.magic != kMagic || h.token != token_ || h.commKey != commKey_ || h.from != peer_ || h.to != self_ ||
+          h.channel != channel_ || h.socket < 0 || h.socket >= static_cast<int32_t>(fds_.size()) ||
+          fds_[h.socket].load() >= 0) {
+        LOOM_WARN(kNet, "socket transport: refused a connection that is not from rank %d (bad hello)", peer_);
+        closeSocket(&fd);
+        continue;
+      }
+      fds_[h.socket].store(fd);
+      ++accepted;
+    }
+    closeSocket(&listenFd_);
+    plain_.clear();
+    for (auto& a : fds_) plain_.push_back(a.load());
     return true;
   }
-  void release() override { publishAndWake(&ring_.consumed, ++released_, &ring_.threadSleeping); }
+  bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
+               const std::atomic<bool>& stop, std::string* why) override {
+    FrameHeader h{};
+    for (auto& l : lists_) l.clear();
+    lists_[0].push_back(iovec{&h, sizeof h});
+    if (!transferAll(plain_, &lists_, false, stop, why)) return false;
+    if (h.bytes > capacity)
+      return *why = "the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot", false;
+    stripe(h.bytes, fds_.size(), &parts_);
+    for (size_t j = 0; j < fds_.size(); ++j) {
+      lists_[j].clear();
+      lists_[j].push_back(iovec{static_cast<char*>(slot) + parts_[j].first, parts_[j].second});
+    }
+    if (!transferAll(plain_, &lists_, false, stop, why)) return false;
+    *bytes = h.bytes;
+    *signature = h.signature;
+    return true;
+  }
+  void shutdown() override {
+    for (auto& a : fds_) {
+      int fd = a.load();
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    }
+  }
 
  private:
-  bool ready() const { return ring_.produced.load(std::memory_order_acquire) != released_; }
-  void take(const void** data, size_t* bytes, uint64_t* signature) {
-    const Slot& s = ring_.slots[released_ % ring_.slots.size()];
-    *data = s.data.data();
-    *bytes = s.bytes;
-    *signature = s.signature;
-  }
-
-  // Accepts the peer's connection (refusing any other), then reads frames into free slots.
-  void run() {
-    const Deadline acceptBy = Deadline::afterSeconds(timeoutSec_);
-    int fd = -1;
-    while (fd < 0) {
-      if (acceptSocket(listenFd_, acceptBy, &ring_.stop, &fd) != loomSuccess || fd < 0) {
-        if (!ring_.stop.load()) ring_.fail("the peer never connected within the timeout");
-        return;
-      }
-      Hello h{};
-      if (recvAll(fd, &h, sizeof h, Deadline::afterSeconds(10), &ring_.stop, "socket hello") != loomSuccess ||
-          h.magic != kMagic || h.token != token_ || h.commKey != commKey_ || h.from != peer_ || h.to != self_ ||
-          h.channel != channel_) {
-        LOOM_WARN(kNet, "socket transport: refused a connection that is not from %s (bad hello)",
-                  peerName(peer_).c_str());
-        closeSocket(&fd);
-      }
-    }
-    fd_.store(fd);
-    closeSocket(&listenFd_);
-    if (ring_.stop.load()) return;
-    uint32_t filled = 0;
-    std::string why;
-    for (;;) {
-      if (!threadWait(ring_, &ring_.consumed,
-                      [&] { return filled - ring_.consumed.load() < ring_.slots.size(); }))
-        return;
-      Slot& s = ring_.slots[filled % ring_.slots.size()];
-      FrameHeader h{};
-      if (!readAll(fd, &h, sizeof h, ring_.stop, &why)) {
-        if (!ring_.stop.load()) ring_.fail(why);
-        return;
-      }
-      if (h.bytes > s.data.size()) {
-        ring_.fail("the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot");
-        return;
-      }
-      if (!readAll(fd, s.data.data(), h.bytes, ring_.stop, &why)) {
-        if (!ring_.stop.load()) ring_.fail(why);
-        return;
-      }
-      s.bytes = h.bytes;
-      s.signature = h.signature;
-      publishAndWake(&ring_.produced, ++filled, &ring_.rankSleeping);
-    }
-  }
-
   int listenFd_;
-  std::atomic<int> fd_{-1};
-  Ring ring_;
   int peer_, self_, channel_;
   uint64_t commKey_, token_;
   double timeoutSec_;
-  uint32_t released_ = 0;
-  std::thread thread_;
+  std::vector<std::atomic<int>> fds_;
+  std::vector<int> plain_;
+  std::vector<std::vector<iovec>> lists_;
+  std::vector<std::pair<size_t, size_t>> parts_;
 };
 
 uint64_t randomToken() {
@@ -364,6 +243,10 @@ uint64_t randomToken() {
 bool SocketTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                               std::string* reason) const {
   // TCP reaches any rank whose bootstrap reached us; a network is slower than shared memory.
+  if (!params().NET.empty() && params().NET != "socket") {
+    *reason = "socket: not chosen (LOOM_NET=" + params().NET + ")";
+    return false;
+  }
   est->bandwidthGBs = self.hostHash == peer.hostHash ? 2.0 : 1.2;
   est->latencyUs = 20;
   *reason = "socket: TCP";
@@ -372,6 +255,9 @@ bool SocketTransport::reaches(const PeerInfo& self, const PeerInfo& peer, Transp
 
 loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo* info,
                                          std::unique_ptr<RecvQueue>* recv) {
+  if (params().NSOCKS < 1 || params().NSOCKS > kMaxSockets)
+    return setError(loomInvalidArgument, "LOOM_NSOCKS=%lld is out of range (1..%d)",
+                    static_cast<long long>(params().NSOCKS), kMaxSockets);
   SocketAddress addr;
   std::string iface;
   LOOM_CHECK(findInterfaceAddress(&addr, &iface));
@@ -382,12 +268,13 @@ loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo*
   ci.addrLength = addr.length;
   ci.token = randomToken();
   std::memcpy(&ci.addr, &addr.storage, sizeof ci.addr);
-  std::memcpy(info->bytes, &ci, sizeof ci);
   LOOM_TRACE(kNet, "socket: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
              addr.toString().c_str(), iface.c_str());
-  *recv = std::make_unique<SocketRecvQueue>(fd, static_cast<size_t>(params().SHM_NSLOTS),
-                                            static_cast<size_t>(params().SHM_SLOT_SIZE), req, ci.token,
-                                            static_cast<double>(params().TIMEOUT));
+  ci.nsocks = static_cast<int32_t>(params().NSOCKS);
+  std::memcpy(info->bytes, &ci, sizeof ci);
+  *recv = std::make_unique<StagedRecvQueue>(
+      std::make_unique<SocketRecvWire>(fd, req, ci.token, ci.nsocks, static_cast<double>(params().TIMEOUT)),
+      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
   return loomSuccess;
 }
 
@@ -395,21 +282,28 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
                                           std::unique_ptr<SendQueue>* send) {
   SocketConnectInfo ci;
   std::memcpy(&ci, peerInfo.bytes, sizeof ci);
-  if (ci.magic != kMagic || ci.addrLength > sizeof ci.addr)
+  if (ci.magic != kMagic || ci.addrLength > sizeof ci.addr || ci.nsocks < 1 || ci.nsocks > kMaxSockets)
     return setError(loomRemoteError, "socket: rank %d sent a malformed connection description", req.peer);
   SocketAddress addr{};
   std::memcpy(&addr.storage, &ci.addr, sizeof ci.addr);
   addr.length = ci.addrLength;
-  int fd = -1;
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
-  LOOM_CHECK(connectSocket(addr, deadline, nullptr, &fd));
-  Hello h{kMagic, req.self, req.peer, req.channel, req.commKey, ci.token};
-  loomResult_t r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");
+  std::vector<int> fds;
+  loomResult_t r = loomSuccess;
+  for (int32_t j = 0; j < ci.nsocks && r == loomSuccess; ++j) {
+    int fd = -1;
+    r = connectSocket(addr, deadline, nullptr, &fd);
+    if (r != loomSuccess) break;
+    fds.push_back(fd);
+    Hello h{kMagic, req.self, req.peer, req.channel, req.commKey, ci.token, j, ci.nsocks};
+    r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");
+  }
   if (r != loomSuccess) {
-    closeSocket(&fd);
+    for (int& fd : fds) closeSocket(&fd);
     return r;
   }
-  *send = std::make_unique<SocketSendQueue>(fd, static_cast<size_t>(params().SHM_NSLOTS),
+  *send = std::make_unique<StagedSendQueue>(std::make_unique<SocketSendWire>(std::move(fds)),
+                                            static_cast<size_t>(params().SHM_NSLOTS),
                                             static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
   return loomSuccess;
 }

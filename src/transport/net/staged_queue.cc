@@ -1,0 +1,235 @@
+#include "transport/net/staged_queue.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "core/params.h"
+#include "core/wait.h"
+
+namespace loom {
+
+// State shared by a queue and its I/O thread.  `produced` counts slots the producer side filled (the
+// rank for a send queue, the thread for a receive queue), `consumed` those the other side emptied.
+struct StagedRing {
+  std::vector<void*> slots;
+  std::vector<std::vector<char>> owned;  // storage for the slots the wire did not provide
+  size_t slotBytes;
+  std::vector<size_t> bytes;
+  std::vector<uint64_t> signatures;
+  std::atomic<uint32_t> produced{0}, consumed{0};
+  std::atomic<uint32_t> rankSleeping{0}, threadSleeping{0};
+  std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};
+  std::mutex errorMutex;
+  std::string error;
+
+  StagedRing(size_t n, size_t slotSize, const std::function<void*(size_t)>& provided)
+      : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0) {
+    for (size_t i = 0; i < n; ++i) {
+      slots[i] = provided(i);
+      if (slots[i] == nullptr) {
+        owned[i].resize(slotSize);
+        slots[i] = owned[i].data();
+      }
+    }
+  }
+  size_t size() const { return slots.size(); }
+  void fail(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> g(errorMutex);
+      if (error.empty()) error = why;
+    }
+    failed.store(true);
+    // Wake the rank whichever counter it sleeps on (without writing them: the rank owns one of them).
+    futexWake(&produced);
+    futexWake(&consumed);
+  }
+  std::string why() {
+    std::lock_guard<std::mutex> g(errorMutex);
+    return error;
+  }
+  // The I/O thread waits on a counter in 100 ms slices so that `stop` is seen.
+  template <typename Ready>
+  bool threadWait(std::atomic<uint32_t>* word, Ready ready) {
+    while (!ready()) {
+      if (stop.load()) return false;
+      threadSleeping.store(1);
+      uint32_t seen = word->load();
+      if (!ready() && !stop.load()) futexWait(word, seen, 100);
+      threadSleeping.store(0);
+    }
+    return true;
+  }
+};
+
+std::string explainNetFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
+  if (ctx.probe != nullptr) {
+    for (int i = 0; i < 20; ++i) {
+      std::string gone = ctx.probe(ctx.probeArg, peer);
+      if (!gone.empty()) return gone;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return std::string(direction) + " rank " + std::to_string(peer) + ": " + why;
+}
+
+// ---- sending side ----
+
+StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, size_t nslots, size_t slotBytes, int peer)
+    : wire_(std::move(wire)),
+      ring_(std::make_unique<StagedRing>(nslots, slotBytes, [this](size_t i) { return wire_->slotMemory(i); })),
+      peer_(peer),
+      thread_([this] { run(); }) {}
+
+StagedSendQueue::~StagedSendQueue() {
+  // A collective ends once its last slot is posted; the thread may still be sending it.  Let it finish
+  // (bounded by LOOM_TIMEOUT, and over at once if the connection failed) before stopping it.
+  StagedRing& r = *ring_;
+  const Deadline flushBy = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
+  while (r.consumed.load() != posted_ && !r.failed.load() && !flushBy.expired()) {
+    r.rankSleeping.store(1);
+    uint32_t seen = r.consumed.load();
+    if (seen != posted_ && !r.failed.load()) futexWait(&r.consumed, seen, 100);
+    r.rankSleeping.store(0);
+  }
+  r.stop.store(true);
+  publishAndWake(&r.produced, r.produced.load(), &r.threadSleeping);
+  wire_->shutdown();
+  thread_.join();
+}
+
+size_t StagedSendQueue::slotBytes() const { return ring_->slotBytes; }
+
+bool StagedSendQueue::hasFree() const {
+  return posted_ - ring_->consumed.load(std::memory_order_acquire) < ring_->size();
+}
+
+loomResult_t StagedSendQueue::acquire(void** slot, const WaitContext& ctx) {
+  StagedRing& r = *ring_;
+  LOOM_CHECK(waitUntil([&] { return hasFree() || r.failed.load(); }, &r.consumed, &r.rankSleeping, ctx));
+  if (!hasFree()) return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "send to", r.why()).c_str());
+  *slot = r.slots[posted_ % r.size()];
+  return loomSuccess;
+}
+
+bool StagedSendQueue::tryAcquire(void** slot) {
+  if (!hasFree()) return false;
+  *slot = ring_->slots[posted_ % ring_->size()];
+  return true;
+}
+
+void StagedSendQueue::post(size_t bytes, uint64_t signature) {
+  StagedRing& r = *ring_;
+  const size_t i = posted_ % r.size();
+  r.bytes[i] = bytes;
+  r.signatures[i] = signature;
+  publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+}
+
+loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
+  StagedRing& r = *ring_;
+  LOOM_CHECK(waitUntil([&] { return r.consumed.load() == posted_ || r.failed.load(); }, &r.consumed,
+                       &r.rankSleeping, ctx));
+  if (r.consumed.load() != posted_)
+    return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "send to", r.why()).c_str());
+  return loomSuccess;
+}
+
+void StagedSendQueue::run() {
+  StagedRing& r = *ring_;
+  uint32_t sent = 0;
+  std::vector<Frame> frames;
+  for (;;) {
+    if (!r.threadWait(&r.produced, [&] { return r.produced.load() != sent; })) return;
+    // Everything posted so far goes to the wire at once: one system call (or one doorbell) for many slots.
+    const uint32_t batch = r.produced.load() - sent;
+    frames.clear();
+    for (uint32_t k = 0; k < batch; ++k) {
+      const size_t i = (sent + k) % r.size();
+      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i]});
+    }
+    std::string why;
+    if (!wire_->send(frames.data(), frames.size(), r.stop, &why)) {
+      if (!r.stop.load()) r.fail("connection lost: " + why);
+      return;
+    }
+    sent += batch;
+    publishAndWake(&r.consumed, sent, &r.rankSleeping);
+  }
+}
+
+// ---- receiving side ----
+
+StagedRecvQueue::StagedRecvQueue(std::unique_ptr<RecvWire> wire, size_t nslots, size_t slotBytes, int peer)
+    : wire_(std::move(wire)),
+      ring_(std::make_unique<StagedRing>(nslots, slotBytes, [this](size_t i) { return wire_->slotMemory(i); })),
+      peer_(peer),
+      thread_([this] { run(); }) {}
+
+StagedRecvQueue::~StagedRecvQueue() {
+  StagedRing& r = *ring_;
+  r.stop.store(true);
+  publishAndWake(&r.consumed, r.consumed.load(), &r.threadSleeping);
+  wire_->shutdown();
+  thread_.join();
+}
+
+size_t StagedRecvQueue::slotBytes() const { return ring_->slotBytes; }
+
+bool StagedRecvQueue::ready() const { return ring_->produced.load(std::memory_order_acquire) != released_; }
+
+void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature) {
+  const size_t i = released_ % ring_->size();
+  *data = ring_->slots[i];
+  *bytes = ring_->bytes[i];
+  *signature = ring_->signatures[i];
+}
+
+loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
+  StagedRing& r = *ring_;
+  LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx));
+  if (!ready())
+    return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "receive from", r.why()).c_str());
+  take(data, bytes, signature);
+  return loomSuccess;
+}
+
+bool StagedRecvQueue::tryWait(const void** data, size_t* bytes, uint64_t* signature) {
+  if (!ready()) return false;
+  take(data, bytes, signature);
+  return true;
+}
+
+void StagedRecvQueue::release() { publishAndWake(&ring_->consumed, ++released_, &ring_->threadSleeping); }
+
+void StagedRecvQueue::run() {
+  StagedRing& r = *ring_;
+  std::string why;
+  if (!wire_->open(r.stop, &why)) {
+    if (!r.stop.load()) r.fail(why);
+    return;
+  }
+  uint32_t filled = 0, granted = 0;
+  for (;;) {
+    if (!r.threadWait(&r.consumed, [&] { return filled - r.consumed.load() < r.size(); })) return;
+    // Every slot the rank emptied is offered to the peer before we wait for the next frame.
+    for (const uint32_t free = r.consumed.load() + static_cast<uint32_t>(r.size()); granted != free; ++granted)
+      wire_->grant(granted % r.size());
+    const size_t i = filled % r.size();
+    size_t bytes = 0;
+    uint64_t signature = 0;
+    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, r.stop, &why)) {
+      if (!r.stop.load()) r.fail(why);
+      return;
+    }
+    if (bytes > r.slotBytes) {
+      r.fail("the peer sent a frame of " + std::to_string(bytes) + " bytes, larger than a slot");
+      return;
+    }
+    r.bytes[i] = bytes;
+    r.signatures[i] = signature;
+    publishAndWake(&r.produced, ++filled, &r.rankSleeping);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,107 @@
+// The mechanism every network transport shares (socket, ucx, ibverbs): each end of a one-way connection
+// keeps a ring of slots in its own memory, and one I/O thread per queue moves filled slots across the
+// wire.  The ranks' own threads only ever touch the ring (acquire/post, wait/release) and so never block
+// in a network call, and no cycle of full network buffers can deadlock a ring algorithm.
+//
+// A transport supplies only its wire: how a batch of frames leaves this process (SendWire) and how the
+// next frame arrives into a given slot (RecvWire).  Credits, ordering, flushing, teardown, error
+// reporting and the waits' bounds live here, once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace loom {
+
+// One slot's content as the wire sees it.
+struct Frame {
+  void* data;
+  size_t bytes;
+  uint64_t signature;
+};
+
+// Both wires are driven by their queue's I/O thread only.  `stop` is raised when the queue is destroyed;
+// a wire checks it at least every 100 ms and then returns false with *why = "stopped".
+class SendWire {
+ public:
+  virtual ~SendWire() = default;
+  // Memory for slot i of the sender's ring (registered memory, for RDMA); null: the queue allocates it.
+  virtual void* slotMemory(size_t index) { return nullptr; }
+  // Sends frames[0..n) in order.  Returning true means the slots may be reused.
+  virtual bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) = 0;
+  // Called once the queue stops (before the thread exits): unblock anything in flight.
+  virtual void shutdown() {}
+};
+
+class RecvWire {
+ public:
+  virtual ~RecvWire() = default;
+  virtual void* slotMemory(size_t index) { return nullptr; }
+  // Waits for the peer to connect (and checks that it is the expected peer).
+  virtual bool open(const std::atomic<bool>& stop, std::string* why) { return true; }
+  // Slot `index` is empty: the peer may now write into it (a credit, for transports that write remotely).
+  virtual void grant(size_t index) {}
+  // Receives the next frame into slot `index` (capacity `capacity`): fills *bytes and *signature.
+  virtual bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
+                       const std::atomic<bool>& stop, std::string* why) = 0;
+  virtual void shutdown() {}
+};
+
+// A connection that failed almost always means its peer is exiting: asks the liveness probe (which also
+// names every other rank already gone) before falling back to the wire's own reason.
+std::string explainNetFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why);
+
+struct StagedRing;
+
+class StagedSendQueue : public SendQueue {
+ public:
+  StagedSendQueue(std::unique_ptr<SendWire> wire, size_t nslots, size_t slotBytes, int peer);
+  ~StagedSendQueue() override;
+  size_t slotBytes() const override;
+  loomResult_t acquire(void** slot, const WaitContext& ctx) override;
+  bool tryAcquire(void** slot) override;
+  void post(size_t bytes, uint64_t signature) override;
+  bool needsFlush() const override { return true; }
+  loomResult_t flush(const WaitContext& ctx) override;
+
+ private:
+  bool hasFree() const;
+  void run();
+
+  std::unique_ptr<SendWire> wire_;
+  std::unique_ptr<StagedRing> ring_;
+  int peer_;
+  uint32_t posted_ = 0;
+  std::thread thread_;
+};
+
+class StagedRecvQueue : public RecvQueue {
+ public:
+  StagedRecvQueue(std::unique_ptr<RecvWire> wire, size_t nslots, size_t slotBytes, int peer);
+  ~StagedRecvQueue() override;
+  size_t slotBytes() const override;
+  loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override;
+  bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override;
+  void release() override;
+
+ private:
+  bool ready() const;
+  void take(const void** data, size_t* bytes, uint64_t* signature);
+  void run();
+
+  std::unique_ptr<RecvWire> wire_;
+  std::unique_ptr<StagedRing> ring_;
+  int peer_;
+  uint32_t released_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace loom

@@ -67,22 +67,27 @@ TEST_P(AllReduceMatrix, EveryTypeOpCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceMatrix, ::testing::Values(2, 3, 4, 8),
                          [](const auto& p) { return std::to_string(p.param) + "ranks"; });
 
-// The same matrix over the TCP socket transport (shared memory disabled), every algorithm.
-class AllReduceOverSockets : public ::testing::TestWithParam<const char*> {};
+// The same matrix over each network transport (shared memory disabled), every algorithm.  UCX is held
+// to its tcp transport, the one this machine has between hosts.
+class AllReduceOverNetwork : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
 
-TEST_P(AllReduceOverSockets, EveryTypeOpCountAndPlacement) {
+TEST_P(AllReduceOverNetwork, EveryTypeOpCountAndPlacement) {
+  const char* net = std::get<0>(GetParam());
   setenv("LOOM_SHM_DISABLE", "1", 1);
-  setenv("LOOM_ALGO", GetParam(), 1);
+  setenv("LOOM_NET", net, 1);
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("LOOM_ALGO", std::get<1>(GetParam()), 1);
   runRanks(3, [&](int rank, loomComm_t comm) {
     matrix(rank, comm, 3, allTypes());
-    EXPECT_STREQ(comm->connection((rank + 1) % 3, 0).transport->name(), "socket");
+    EXPECT_STREQ(comm->connection((rank + 1) % 3, 0).transport->name(), net);
   }, 600);
-  unsetenv("LOOM_ALGO");
-  unsetenv("LOOM_SHM_DISABLE");
+  for (const char* v : {"LOOM_ALGO", "UCX_TLS", "LOOM_NET", "LOOM_SHM_DISABLE"}) unsetenv(v);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sockets, AllReduceOverSockets, ::testing::Values("ring", "tree", "rhd", "oneshot", "hier"),
-                         [](const auto& p) { return std::string(p.param); });
+INSTANTIATE_TEST_SUITE_P(Network, AllReduceOverNetwork,
+                         ::testing::Combine(::testing::Values(LOOM_TEST_NETS),
+                                            ::testing::Values("ring", "tree", "rhd", "oneshot", "hier")),
+                         [](const auto& p) { return std::string(std::get<0>(p.param)) + "_" + std::get<1>(p.param); });
 
 // Every algorithm, forced with LOOM_ALGO, through the same matrix.
 class AllReduceAlgorithm : public ::testing::TestWithParam<std::tuple<const char*, int>> {};

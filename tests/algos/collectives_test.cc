@@ -88,7 +88,7 @@ void runOne(Coll c, int rank, int n, loomComm_t comm, loomDataType_t type, loomR
 struct Case {
   Coll coll;
   int nranks;
-  bool sockets;  // LOOM_SHM_DISABLE=1: the ranks talk over the TCP socket transport
+  const char* net;  // "": shared memory; else LOOM_SHM_DISABLE=1 and this network transport (LOOM_NET)
 };
 
 class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
@@ -97,7 +97,11 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
   const Case k = GetParam();
   const bool reduces = k.coll == Coll::Reduce || k.coll == Coll::ReduceScatter;
   const bool rooted = k.coll == Coll::Broadcast || k.coll == Coll::Reduce;
-  if (k.sockets) setenv("LOOM_SHM_DISABLE", "1", 1);
+  if (*k.net != 0) {
+    setenv("LOOM_SHM_DISABLE", "1", 1);
+    setenv("LOOM_NET", k.net, 1);
+    setenv("UCX_TLS", "tcp", 1);  // UCX between hosts here is tcp
+  }
   runRanks(k.nranks, [&](int rank, loomComm_t comm) {
     for (int root : rooted ? std::vector<int>{0, k.nranks - 1} : std::vector<int>{-1}) {
       for (int t = 0; t < loomNumTypes; ++t) {
@@ -113,21 +117,21 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
       }
     }
   }, 900);
-  unsetenv("LOOM_SHM_DISABLE");
+  for (const char* v : {"UCX_TLS", "LOOM_NET", "LOOM_SHM_DISABLE"}) unsetenv(v);
 }
 
 std::vector<Case> allCases() {
   std::vector<Case> v;
   for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll}) {
-    for (int n : {2, 3, 4, 8}) v.push_back({c, n, false});
-    v.push_back({c, 3, true});  // the same matrix over TCP
+    for (int n : {2, 3, 4, 8}) v.push_back({c, n, ""});
+    for (const char* net : {LOOM_TEST_NETS}) v.push_back({c, 3, net});  // the same matrix over the network
   }
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveMatrix, ::testing::ValuesIn(allCases()), [](const auto& p) {
   return std::string(name(p.param.coll)) + "_" + std::to_string(p.param.nranks) + "ranks" +
-         (p.param.sockets ? "_sockets" : "");
+         (*p.param.net != 0 ? std::string("_") + p.param.net : std::string());
 });
 
 }  // namespace

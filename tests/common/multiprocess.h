@@ -4,11 +4,20 @@
 // and reported as hung.
 #pragma once
 
+#include "loom_build_config.h"
+
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "loom.h"
+
+// The network transports this build has, for test matrices that run over each of them.
+#if LOOM_HAVE_UCX
+#define LOOM_TEST_NETS "socket", "ucx"
+#else
+#define LOOM_TEST_NETS "socket"
+#endif
 
 namespace loom::testing {
 

@@ -154,6 +154,15 @@ void StagedSendQueue::run() {
       return;
     }
     sent += batch;
+    if (r.produced.load() == sent) {
+      // Idle: drain before the last slot counts as consumed, since flush() waits for exactly that.
+      // The batch's other slots are free for the rank meanwhile.
+      publishAndWake(&r.consumed, sent - 1, &r.rankSleeping);
+      if (!wire_->drain(r.stop, &why)) {
+        if (!r.stop.load()) r.fail("connection lost: " + why);
+        return;
+      }
+    }
     publishAndWake(&r.consumed, sent, &r.rankSleeping);
   }
 }

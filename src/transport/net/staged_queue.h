@@ -37,6 +37,9 @@ class SendWire {
   virtual void* slotMemory(size_t index) { return nullptr; }
   // Sends frames[0..n) in order.  Returning true means the slots may be reused.
   virtual bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) = 0;
+  // Called when everything posted was sent: returns once it has left this process, so that it survives
+  // the process exiting (a kernel socket buffer has; a library's own buffers may not have).
+  virtual bool drain(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called once the queue stops (before the thread exits): unblock anything in flight.
   virtual void shutdown() {}
 };

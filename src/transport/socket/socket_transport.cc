@@ -10,8 +10,6 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
-#include <mutex>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -19,6 +17,7 @@
 #include "core/params.h"
 #include "core/socket.h"
 #include "core/wait.h"
+#include "transport/net/hello.h"
 #include "transport/net/staged_queue.h"
 
 namespace loom {
@@ -38,13 +37,6 @@ struct SocketConnectInfo {
 constexpr int32_t kMaxSockets = 16;
 static_assert(sizeof(SocketConnectInfo) <= sizeof(ConnectInfo), "socket connect info too large");
 
-// The first bytes on every connection: who connects, for which communicator and queue.
-struct Hello {
-  uint32_t magic;
-  int32_t from, to, channel;
-  uint64_t commKey, token;
-  int32_t socket, nsocks;  // which of the connection's sockets this is
-};
 
 struct FrameHeader {
   uint64_t bytes;
@@ -154,10 +146,7 @@ class SocketRecvWire : public RecvWire {
  public:
   SocketRecvWire(int listenFd, const ConnectRequest& req, uint64_t token, int nsocks, double timeoutSec)
       : listenFd_(listenFd),
-        peer_(req.peer),
-        self_(req.self),
-        channel_(req.channel),
-        commKey_(req.commKey),
+        req_(req),
         token_(token),
         timeoutSec_(timeoutSec),
         fds_(static_cast<size_t>(nsocks)),
@@ -178,16 +167,15 @@ class SocketRecvWire : public RecvWire {
       int fd = -1;
       if (acceptSocket(listenFd_, acceptBy, &stop, &fd) != loomSuccess || fd < 0)
         return *why = "the peer never connected within the timeout", false;
-      Hello h{};
+      NetHello h{};
       if (recvAll(fd, &h, sizeof h, Deadline::afterSeconds(10), &stop, "socket hello") != loomSuccess ||
-          h.magic != kMagic || h.token != token_ || h.commKey != commKey_ || h.from != peer_ || h.to != self_ ||
-          h.channel != channel_ || h.socket < 0 || h.socket >= static_cast<int32_t>(fds_.size()) ||
-          fds_[h.socket].load() >= 0) {
-        LOOM_WARN(kNet, "socket transport: refused a connection that is not from rank %d (bad hello)", peer_);
+          !netHelloMatches(h, kMagic, req_, token_, static_cast<int32_t>(fds_.size())) ||
+          fds_[h.index].load() >= 0) {
+        LOOM_WARN(kNet, "socket transport: refused a connection that is not from rank %d (bad hello)", req_.peer);
         closeSocket(&fd);
         continue;
       }
-      fds_[h.socket].store(fd);
+      fds_[h.index].store(fd);
       ++accepted;
     }
     closeSocket(&listenFd_);
@@ -222,21 +210,14 @@ class SocketRecvWire : public RecvWire {
 
  private:
   int listenFd_;
-  int peer_, self_, channel_;
-  uint64_t commKey_, token_;
+  ConnectRequest req_;
+  uint64_t token_;
   double timeoutSec_;
   std::vector<std::atomic<int>> fds_;
   std::vector<int> plain_;
   std::vector<std::vector<iovec>> lists_;
   std::vector<std::pair<size_t, size_t>> parts_;
 };
-
-uint64_t randomToken() {
-  static std::mutex mu;
-  static std::mt19937_64 gen(std::random_device{}());
-  std::lock_guard<std::mutex> g(mu);
-  return gen();
-}
 
 }  // namespace
 
@@ -266,7 +247,7 @@ loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo*
   SocketConnectInfo ci{};
   ci.magic = kMagic;
   ci.addrLength = addr.length;
-  ci.token = randomToken();
+  ci.token = randomNetToken();
   std::memcpy(&ci.addr, &addr.storage, sizeof ci.addr);
   LOOM_TRACE(kNet, "socket: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
              addr.toString().c_str(), iface.c_str());
@@ -295,7 +276,7 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
     r = connectSocket(addr, deadline, nullptr, &fd);
     if (r != loomSuccess) break;
     fds.push_back(fd);
-    Hello h{kMagic, req.self, req.peer, req.channel, req.commKey, ci.token, j, ci.nsocks};
+    NetHello h = makeNetHello(kMagic, req, ci.token, j, ci.nsocks);
     r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");
   }
   if (r != loomSuccess) {

@@ -1,0 +1,351 @@
+#include "transport/ucx/ucx_transport.h"
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "core/socket.h"
+#include "transport/net/hello.h"
+#include "transport/net/staged_queue.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
+
+struct UcxConnectInfo {
+  uint32_t magic;
+  uint32_t addrLength;
+  uint64_t token;
+  sockaddr_storage addr;  // the receiver's UCP listener
+};
+static_assert(sizeof(UcxConnectInfo) <= sizeof(ConnectInfo), "ucx connect info too large");
+
+struct FrameHeader {
+  uint64_t bytes;
+  uint64_t signature;
+};
+
+// One UCP context per process, made on first use.  Each queue has its own worker, used only by one
+// thread at a time (the rank's while connecting, then the queue's I/O thread), so workers are
+// single-threaded and need no locks.
+struct UcxContext {
+  ucp_context_h context = nullptr;
+  std::string error;
+};
+
+const UcxContext& ucxContext() {
+  static const UcxContext ctx = [] {
+    UcxContext c;
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) {
+      c.error = std::string("ucp_config_read: ") + ucs_status_string(s);
+      return c;
+    }
+    ucp_params_t p{};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+    s = ucp_init(&p, config, &c.context);
+    ucp_config_release(config);
+    if (s != UCS_OK) {
+      c.context = nullptr;
+      c.error = std::string("ucp_init: ") + ucs_status_string(s);
+    }
+    return c;
+  }();
+  return ctx;
+}
+
+// A worker, its wake-up descriptor and the endpoint it drives (one per queue).
+class UcxWorker {
+ public:
+  ~UcxWorker() {
+    closeEndpoint();
+    for (ucp_conn_request_h r : pending_) ucp_listener_reject(listener_, r);
+    if (listener_ != nullptr) ucp_listener_destroy(listener_);
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  }
+  loomResult_t create() {
+    const UcxContext& c = ucxContext();
+    if (c.context == nullptr) return setError(loomSystemError, "UCX is unusable: %s", c.error.c_str());
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucs_status_t s = ucp_worker_create(c.context, &wp, &worker_);
+    if (s == UCS_OK) s = ucp_worker_get_efd(worker_, &efd_);
+    if (s != UCS_OK) return setError(loomSystemError, "UCX worker: %s", ucs_status_string(s));
+    return loomSuccess;
+  }
+  // Receiver: listens on `addr` (port 0: any) and fills in the port it got.
+  loomResult_t listen(SocketAddress* addr) {
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr->storage);
+    lp.sockaddr.addrlen = addr->length;
+    lp.conn_handler.cb = [](ucp_conn_request_h req, void* arg) {
+      static_cast<UcxWorker*>(arg)->pending_.push_back(req);
+    };
+    lp.conn_handler.arg = this;
+    ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_);
+    if (s != UCS_OK) return setError(loomSystemError, "UCX listener on %s: %s", addr->toString().c_str(),
+                                     ucs_status_string(s));
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    s = ucp_listener_query(listener_, &attr);
+    if (s != UCS_OK) return setError(loomSystemError, "UCX listener query: %s", ucs_status_string(s));
+    std::memcpy(&addr->storage, &attr.sockaddr, sizeof attr.sockaddr);
+    return loomSuccess;
+  }
+  // Sender: an endpoint to the peer's listener.
+  loomResult_t connect(const SocketAddress& addr) {
+    ucp_ep_params_t ep = endpointParams();
+    ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
+    ep.sockaddr.addrlen = addr.length;
+    ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
+    if (s != UCS_OK)
+      return setError(loomRemoteError, "UCX connect to %s: %s", addr.toString().c_str(), ucs_status_string(s));
+    return loomSuccess;
+  }
+  // Receiver: waits for a connection request and accepts it.
+  bool accept(const Deadline& deadline, const std::atomic<bool>& stop, std::string* why) {
+    if (!progressUntil([&] { return !pending_.empty() || deadline.expired(); }, stop, why)) return false;
+    if (pending_.empty()) return *why = "the peer never connected within the timeout", false;
+    ucp_ep_params_t ep = endpointParams();
+    ep.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    ep.conn_request = pending_.front();
+    pending_.erase(pending_.begin());
+    epError_.store(UCS_OK);
+    ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
+    if (s != UCS_OK) return *why = std::string("UCX accept: ") + ucs_status_string(s), false;
+    return true;
+  }
+  void closeEndpoint() {
+    if (ep_ == nullptr) return;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+    ep_ = nullptr;
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+      const Deadline by = Deadline::afterSeconds(2);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && !by.expired()) ucp_worker_progress(worker_);
+      ucp_request_free(r);
+    }
+  }
+
+  bool sendIov(ucp_dt_iov_t* iov, size_t n, const std::atomic<bool>& stop, std::string* why) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_iov();
+    return complete(ucp_stream_send_nbx(ep_, iov, n, &p), false, stop, why);
+  }
+  bool recvAll(void* buf, size_t bytes, const std::atomic<bool>& stop, std::string* why) {
+    if (bytes == 0) return true;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
+    size_t length = 0;
+    return complete(ucp_stream_recv_nbx(ep_, buf, bytes, &length, &p), true, stop, why);
+  }
+  // Waits until everything sent on the endpoint reached the peer (so it survives this process exiting).
+  bool flush(const std::atomic<bool>& stop, std::string* why) {
+    ucp_request_param_t p{};
+    return complete(ucp_ep_flush_nbx(ep_, &p), false, stop, why);
+  }
+  void wake() {
+    if (worker_ != nullptr) ucp_worker_signal(worker_);
+  }
+
+ private:
+  ucp_ep_params_t endpointParams() {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t status) {
+      static_cast<UcxWorker*>(arg)->epError_.store(status);
+    };
+    ep.err_handler.arg = this;
+    return ep;
+  }
+  // Progresses the worker until done(), sleeping on its wake-up descriptor (never spinning for long):
+  // stop is checked every 100 ms, and an endpoint error ends the wait.
+  template <typename Done>
+  bool progressUntil(Done done, const std::atomic<bool>& stop, std::string* why) {
+    for (;;) {
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      if (done()) return true;
+      if (epError_.load() != UCS_OK)
+        return *why = std::string("UCX endpoint failed: ") + ucs_status_string(epError_.load()), false;
+      if (stop.load()) return *why = "stopped", false;
+      ucs_status_t s = ucp_worker_arm(worker_);
+      if (s == UCS_ERR_BUSY) continue;
+      if (s != UCS_OK) return *why = std::string("ucp_worker_arm: ") + ucs_status_string(s), false;
+      pollfd pfd{efd_, POLLIN, 0};
+      poll(&pfd, 1, 100);
+    }
+  }
+  bool complete(ucs_status_ptr_t r, bool isStreamRecv, const std::atomic<bool>& stop, std::string* why) {
+    if (r == nullptr) return true;
+    if (UCS_PTR_IS_ERR(r)) return *why = std::string("UCX: ") + ucs_status_string(UCS_PTR_STATUS(r)), false;
+    ucs_status_t status = UCS_INPROGRESS;
+    auto finished = [&] {
+      size_t length = 0;
+      status = isStreamRecv ? ucp_stream_recv_request_test(r, &length) : ucp_request_check_status(r);
+      return status != UCS_INPROGRESS;
+    };
+    bool ok = progressUntil(finished, stop, why);
+    if (!ok) {
+      // Stream receives cannot be cancelled on their own: closing the endpoint ends them (with an
+      // error), and the request is released whether or not that took effect in time.
+      closeEndpoint();
+      const Deadline by = Deadline::afterSeconds(2);
+      while (!finished() && !by.expired()) ucp_worker_progress(worker_);
+    }
+    ucp_request_free(r);
+    if (ok && status != UCS_OK) return *why = std::string("UCX: ") + ucs_status_string(status), false;
+    return ok;
+  }
+
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  ucp_listener_h listener_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  std::vector<ucp_conn_request_h> pending_;
+  std::atomic<ucs_status_t> epError_{UCS_OK};
+};
+
+class UcxSendWire : public SendWire {
+ public:
+  UcxSendWire(std::unique_ptr<UcxWorker> worker, NetHello hello) : worker_(std::move(worker)), hello_(hello) {}
+  bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) override {
+    headers_.resize(n);
+    iov_.clear();
+    if (!helloSent_) iov_.push_back(ucp_dt_iov_t{&hello_, sizeof hello_});
+    for (size_t k = 0; k < n; ++k) {
+      headers_[k] = FrameHeader{frames[k].bytes, frames[k].signature};
+      iov_.push_back(ucp_dt_iov_t{&headers_[k], sizeof(FrameHeader)});
+      if (frames[k].bytes > 0) iov_.push_back(ucp_dt_iov_t{frames[k].data, frames[k].bytes});
+    }
+    helloSent_ = true;
+    return worker_->sendIov(iov_.data(), iov_.size(), stop, why);
+  }
+  // A stream send completes once UCX holds the data, which may still be in this process.
+  bool drain(const std::atomic<bool>& stop, std::string* why) override { return worker_->flush(stop, why); }
+  void shutdown() override { worker_->wake(); }
+
+ private:
+  std::unique_ptr<UcxWorker> worker_;
+  NetHello hello_;
+  bool helloSent_ = false;
+  std::vector<FrameHeader> headers_;
+  std::vector<ucp_dt_iov_t> iov_;
+};
+
+class UcxRecvWire : public RecvWire {
+ public:
+  UcxRecvWire(std::unique_ptr<UcxWorker> worker, const ConnectRequest& req, uint64_t token, double timeoutSec)
+      : worker_(std::move(worker)), req_(req), token_(token), timeoutSec_(timeoutSec) {}
+  bool open(const std::atomic<bool>& stop, std::string* why) override {
+    const Deadline deadline = Deadline::afterSeconds(timeoutSec_);
+    for (;;) {
+      if (!worker_->accept(deadline, stop, why)) return false;
+      NetHello h{};
+      std::string helloWhy;
+      if (worker_->recvAll(&h, sizeof h, stop, &helloWhy) && netHelloMatches(h, kMagic, req_, token_, 1)) return true;
+      if (stop.load()) return *why = "stopped", false;
+      LOOM_WARN(kNet, "ucx transport: refused a connection that is not from rank %d (%s)", req_.peer,
+                helloWhy.empty() ? "bad hello" : helloWhy.c_str());
+      worker_->closeEndpoint();
+    }
+  }
+  bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
+               const std::atomic<bool>& stop, std::string* why) override {
+    FrameHeader h{};
+    if (!worker_->recvAll(&h, sizeof h, stop, why)) return false;
+    if (h.bytes > capacity)
+      return *why = "the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot", false;
+    if (!worker_->recvAll(slot, h.bytes, stop, why)) return false;
+    *bytes = h.bytes;
+    *signature = h.signature;
+    return true;
+  }
+  void shutdown() override { worker_->wake(); }
+
+ private:
+  std::unique_ptr<UcxWorker> worker_;
+  ConnectRequest req_;
+  uint64_t token_;
+  double timeoutSec_;
+};
+
+}  // namespace
+
+bool UcxTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
+                           std::string* reason) const {
+  if (params().NET != "ucx") {
+    *reason = "ucx: not chosen (LOOM_NET=ucx selects it)";
+    return false;
+  }
+  const UcxContext& c = ucxContext();
+  if (c.context == nullptr) {
+    *reason = "ucx: unusable (" + c.error + ")";
+    return false;
+  }
+  // Preferred over the socket transport when chosen: the estimate is UCX's business, not ours.
+  est->bandwidthGBs = self.hostHash == peer.hostHash ? 2.5 : 1.5;
+  est->latencyUs = 15;
+  *reason = "ucx: UCP stream endpoint";
+  return true;
+}
+
+loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
+  SocketAddress addr;
+  std::string iface;
+  LOOM_CHECK(findInterfaceAddress(&addr, &iface));
+  auto worker = std::make_unique<UcxWorker>();
+  LOOM_CHECK(worker->create());
+  LOOM_CHECK(worker->listen(&addr));
+  UcxConnectInfo ci{};
+  ci.magic = kMagic;
+  ci.addrLength = addr.length;
+  ci.token = randomNetToken();
+  std::memcpy(&ci.addr, &addr.storage, sizeof ci.addr);
+  std::memcpy(info->bytes, &ci, sizeof ci);
+  LOOM_TRACE(kNet, "ucx: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
+             addr.toString().c_str(), iface.c_str());
+  *recv = std::make_unique<StagedRecvQueue>(
+      std::make_unique<UcxRecvWire>(std::move(worker), req, ci.token, static_cast<double>(params().TIMEOUT)),
+      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+  return loomSuccess;
+}
+
+loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
+                                       std::unique_ptr<SendQueue>* send) {
+  UcxConnectInfo ci;
+  std::memcpy(&ci, peerInfo.bytes, sizeof ci);
+  if (ci.magic != kMagic || ci.addrLength > sizeof ci.addr)
+    return setError(loomRemoteError, "ucx: rank %d sent a malformed connection description", req.peer);
+  SocketAddress addr{};
+  std::memcpy(&addr.storage, &ci.addr, sizeof ci.addr);
+  addr.length = ci.addrLength;
+  auto worker = std::make_unique<UcxWorker>();
+  LOOM_CHECK(worker->create());
+  LOOM_CHECK(worker->connect(addr));
+  *send = std::make_unique<StagedSendQueue>(
+      std::make_unique<UcxSendWire>(std::move(worker), makeNetHello(kMagic, req, ci.token, 0, 1)),
+      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+  return loomSuccess;
+}
+
+}  // namespace loom

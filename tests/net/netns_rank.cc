@@ -1,6 +1,6 @@
 // One rank of a multi-host job for the network-namespace tests (netns_test.sh): joins the communicator
-// named by LOOM_COMM_ID, runs allreduce (every algorithm LOOM_ALGO allows), broadcast, allgather and
-// alltoall at several sizes, checks every result, and prints how its connections were made.
+// named by LOOM_COMM_ID, runs allreduce (every algorithm LOOM_ALGO allows), broadcast, reduce, allgather,
+// reducescatter and alltoall at several sizes, checks every result, and prints how its connections were made.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,11 +20,14 @@ int fail(const char* what, loomComm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: netns_rank NRANKS RANK  (with LOOM_COMM_ID=host:port)\n");
+  // Rank and size from the command line, or from OpenMPI's environment when mpirun launched us.
+  const char* mpiSize = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* mpiRank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (argc != 3 && (argc != 1 || mpiSize == nullptr || mpiRank == nullptr)) {
+    std::fprintf(stderr, "usage: netns_rank NRANKS RANK  (or under mpirun; with LOOM_COMM_ID=host:port)\n");
     return 2;
   }
-  const int n = atoi(argv[1]), rank = atoi(argv[2]);
+  const int n = atoi(argc == 3 ? argv[1] : mpiSize), rank = atoi(argc == 3 ? argv[2] : mpiRank);
   loomUniqueId id;
   if (loomGetUniqueId(&id) != loomSuccess) return fail("unique id", nullptr);
   loomComm_t comm;
@@ -45,6 +48,18 @@ int main(int argc, char** argv) {
     if (loomBroadcast(b.data(), b.data(), count, loomInt32, n - 1, comm, nullptr) != loomSuccess) return fail("broadcast", comm);
     for (int v : b)
       if (v != 42) ++bad;
+    std::vector<double> r(count, rank + 0.5);
+    if (loomReduce(r.data(), r.data(), count, loomFloat64, loomMax, 0, comm, nullptr) != loomSuccess)
+      return fail("reduce", comm);
+    if (rank == 0)
+      for (double v : r)
+        if (v != n - 0.5) ++bad;
+    std::vector<int64_t> rsIn(count * n), rsOut(count);
+    for (size_t i = 0; i < rsIn.size(); ++i) rsIn[i] = static_cast<int64_t>(i) * (rank + 1);
+    if (loomReduceScatter(rsIn.data(), rsOut.data(), count, loomInt64, loomSum, comm, nullptr) != loomSuccess)
+      return fail("reducescatter", comm);
+    for (size_t i = 0; i < count; ++i)
+      if (rsOut[i] != static_cast<int64_t>(rank * count + i) * n * (n + 1) / 2) ++bad;
     std::vector<int> send(count * n), recv(count * n);
     for (size_t i = 0; i < send.size(); ++i) send[i] = rank * 1000 + static_cast<int>(i / count);
     if (loomAllToAll(send.data(), recv.data(), count, loomInt32, comm, nullptr) != loomSuccess) return fail("alltoall", comm);

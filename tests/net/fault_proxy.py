@@ -50,15 +50,23 @@ def relay(src, dst, rng, delay_ms, stall_ms, stall_p, lock):
 def serve(conn, rng, args, lock):
     raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
     port, addr = struct.unpack("!2xH4s8x", raw)
-    up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    up.setsockopt(socket.SOL_SOCKET, SO_MARK, 1)
-    up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        up.connect((socket.inet_ntoa(addr), port))
-    except OSError:
-        conn.close()
-        return
+    # The client's connect already succeeded (to us), so a destination that is not listening yet is
+    # retried for a while, as the client itself would have retried a refused connect.
+    deadline = time.monotonic() + 30
+    while True:
+        up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        up.setsockopt(socket.SOL_SOCKET, SO_MARK, 1)
+        up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            up.connect((socket.inet_ntoa(addr), port))
+            break
+        except OSError:
+            up.close()
+            if time.monotonic() > deadline:
+                conn.close()
+                return
+            time.sleep(0.05)
     print(f"fault_proxy: relaying to {socket.inet_ntoa(addr)}:{port}", flush=True)
     for a, b in ((conn, up), (up, conn)):
         threading.Thread(target=relay, args=(a, b, rng, *args, lock), daemon=True).start()
@@ -77,7 +85,7 @@ def main():
     print(f"fault_proxy: port {port} seed {seed} delay<={delay_ms}ms stall {stall_ms}ms p={stall_p}", flush=True)
     while True:
         conn, _ = listener.accept()
-        serve(conn, rng, (delay_ms, stall_ms, stall_p), lock)
+        threading.Thread(target=serve, args=(conn, rng, (delay_ms, stall_ms, stall_p), lock), daemon=True).start()
 
 
 if __name__ == "__main__":

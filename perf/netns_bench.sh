@@ -1,38 +1,94 @@
 #!/usr/bin/env bash
-# Allreduce across HOSTS test hosts made of network namespaces on a bridge (root only), one rank each,
-# beside iperf3's single-stream TCP throughput between two of them on the same veths.
-# usage: perf/netns_bench.sh BUILD_DIR [HOSTS] [SIZES...]     e.g. perf/netns_bench.sh build 2 8388608 33554432
+# Allreduce across HOSTS test hosts made of network namespaces on a bridge (root only; see
+# tests/net/netns_hosts.sh), one rank per host, every library in the same run, alternating rounds so
+# that drift on a shared machine hits all alike:
+#   loom over the socket transport and over UCX (tcp), and OpenMPI's own MPI_Allreduce (pml ob1,
+#   btl tcp), all through build/perf/all_reduce_perf under mpirun (an rsh agent enters the namespaces);
+#   Gloo, PyTorch's gloo backend (perf/gloo_allreduce.py; skipped with a note when torch is missing);
+#   iperf3's single-stream TCP throughput between two hosts on the same veths, the ceiling.
+# Prints the median busbw of each library per size, and loom's ratios to the others.
+# usage: [LOOM_...=...] perf/netns_bench.sh BUILD_DIR [HOSTS] [ROUNDS] [SIZES...]
+#   e.g. perf/netns_bench.sh build 2 3 8388608 33554432
 set -eu
-build=$1 hosts=${2:-2}
-shift 2 || true
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "$1" && pwd) hosts=${2:-2} rounds=${3:-3}
+shift 3 || shift $#
 sizes=${*:-8388608 33554432}
-tag=$$ br=lbr$tag subnet=10.$((100 + tag % 100)).$((tag / 100 % 250)).
-cleanup() { for ((h = 0; h < hosts; h++)); do ip netns del lh$h$tag 2>/dev/null || true; done; ip link del "$br" 2>/dev/null || true; }
-trap cleanup EXIT
-ip link add "$br" type bridge && ip link set "$br" up
-for ((h = 0; h < hosts; h++)); do
-  ns=lh$h$tag
-  ip netns add "$ns"
-  ip link add lv$h$tag type veth peer name lp$h$tag
-  ip link set lp$h$tag netns "$ns"
-  ip link set lv$h$tag master "$br" && ip link set lv$h$tag up
-  ip -n "$ns" addr add "${subnet}$((h + 1))/24" dev lp$h$tag
-  ip -n "$ns" link set lp$h$tag up && ip -n "$ns" link set lo up
-done
-echo "# iperf3 single stream, host 1 -> host 0"
+. "$here/../tests/net/netns_hosts.sh"
+netns_require
+netns_make_hosts "$hosts"
+results=$(mktemp)
+trap 'netns_cleanup; rm -f "$results"' EXIT
+
+iperf=nan
 if command -v iperf3 >/dev/null; then
-  ip netns exec lh0$tag iperf3 -s -1 -D >/dev/null 2>&1
+  ip netns exec "${NETNS_HOSTS[0]}" iperf3 -s -1 -D >/dev/null 2>&1
   sleep 0.5
-  ip netns exec lh1$tag iperf3 -c "${subnet}1" -t 3 -f g 2>&1 | grep -E "receiver" || true
+  # Receiver-side throughput of one 3 s stream, in GB/s (iperf3 reports Gbits/sec).
+  iperf=$(ip netns exec "${NETNS_HOSTS[1]}" iperf3 -c "${NETNS_ADDRS[0]}" -t 3 -f g 2>&1 |
+    awk '/receiver/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /Gbits/) print $i / 8}')
 else
   echo "# iperf3 is not installed (apt-get install iperf3): no baseline"
 fi
-for size in $sizes; do
-  export LOOM_COMM_ID="${subnet}1:$((30000 + (tag + size) % 20000))" LOOM_NETNS_BENCH=$size
-  for ((h = 0; h < hosts; h++)); do
-    ip netns exec lh$h$tag "$build/tests/netns_rank" "$hosts" "$h" > /tmp/netns_bench_$h.$tag 2>&1 &
+
+# Every LOOM_* variable set by the caller reaches the ranks (e.g. LOOM_NSOCKS=2 perf/netns_bench.sh ...).
+passthrough=$(env | awk -F= '/^LOOM_/ && $1 != "LOOM_NET" {printf "-x %s ", $1}')
+# --bind-to none: each namespace "host" would otherwise bind its rank to its first core, and every
+# host here shares the same cores, so all ranks would land on core 0.
+hostfile=$(mktemp)
+for h in "${NETNS_HOSTS[@]}"; do echo "$h slots=1"; done >"$hostfile"
+run_perf() {  # $1 = label, $2 = backend, rest: extra environment
+  local label=$1 backend=$2 size
+  shift 2
+  for size in $sizes; do
+    env "$@" ip netns exec "${NETNS_HOSTS[0]}" mpirun --allow-run-as-root -np "$hosts" --hostfile "$hostfile" \
+      --mca plm_rsh_agent "$here/../tests/net/netns_rsh.sh" --mca rtc_hwloc_vmhole none \
+      --mca oob_tcp_if_include "${NETNS_SUBNET}0/24" --mca btl_tcp_if_include "${NETNS_SUBNET}0/24" \
+      --mca pml ob1 --mca btl tcp,self --bind-to none -x LOOM_NET -x UCX_TLS -x PATH $passthrough \
+      "$build/perf/all_reduce_perf" -b "$size" -e "$size" -n 20 -w 5 -c 0 -B "$backend" 2>&1 |
+      awk -v l="$label" '!/^#/ && NF >= 12 {print l, $1, $8}' >>"$results"
   done
-  wait
-  grep -h "bench" /tmp/netns_bench_*."$tag" || cat /tmp/netns_bench_*."$tag"
-  rm -f /tmp/netns_bench_*."$tag"
+}
+run_gloo() {
+  local h pids=()
+  for ((h = 0; h < hosts; h++)); do
+    ip netns exec "${NETNS_HOSTS[h]}" env RANK=$h WORLD_SIZE="$hosts" MASTER_ADDR="${NETNS_ADDRS[0]}" \
+      MASTER_PORT=$((29000 + NETNS_TAG % 1000)) GLOO_SOCKET_IFNAME="${NETNS_VETHS[h]}" \
+      python3 "$here/gloo_allreduce.py" $sizes >"$results.gloo$h" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  awk '/^gloo allreduce/ {print "gloo", $3, $(NF - 1)}' "$results.gloo0" >>"$results"
+  rm -f "$results".gloo*
+}
+have_torch=1
+python3 -c "import torch" 2>/dev/null || { have_torch=0; echo "# torch is not installed: no Gloo column"; }
+
+for ((r = 0; r < rounds; r++)); do
+  run_perf loom-socket loom LOOM_NET=socket UCX_TLS=tcp
+  run_perf loom-ucx loom LOOM_NET=ucx UCX_TLS=tcp
+  [ -z "${NETNS_BENCH_LOOM_ONLY:-}" ] && run_perf openmpi-tcp mpi LOOM_NET=socket UCX_TLS=tcp
+  [ $have_torch = 1 ] && [ -z "${NETNS_BENCH_LOOM_ONLY:-}" ] && run_gloo
 done
+rm -f "$hostfile"
+
+python3 - "$results" "$hosts" "$iperf" "$rounds" <<'EOF'
+import statistics, sys
+path, hosts, iperf, rounds = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+by = {}
+for line in open(path):
+    label, size, busbw = line.split()
+    by.setdefault((label, int(size)), []).append(float(busbw))
+labels = ["loom-socket", "loom-ucx", "openmpi-tcp", "gloo"]
+print(f"# allreduce float32 sum, {hosts} hosts x 1 rank, busbw GB/s (median of {rounds} rounds); "
+      f"iperf3 single stream {iperf:.3f} GB/s")
+print("| size | " + " | ".join(labels) + " | socket/gloo | socket/openmpi | ucx/gloo | ucx/openmpi | socket/iperf3 | ucx/iperf3 |")
+print("|---" * (len(labels) + 7) + "|")
+for size in sorted({s for _, s in by}):
+    m = {l: statistics.median(by[(l, size)]) if (l, size) in by else float("nan") for l in labels}
+    r = lambda a, b: f"{m[a] / m[b]:.2f}" if m[b] > 0 else "n/a"
+    ri = lambda a: f"{m[a] / iperf:.0%}" if iperf > 0 else "n/a"
+    print(f"| {size >> 20} MB | " + " | ".join(f"{m[l]:.3f}" for l in labels) +
+          f" | {r('loom-socket', 'gloo')} | {r('loom-socket', 'openmpi-tcp')} | {r('loom-ucx', 'gloo')}"
+          f" | {r('loom-ucx', 'openmpi-tcp')} | {ri('loom-socket')} | {ri('loom-ucx')} |")
+EOF

@@ -35,7 +35,7 @@ else
   # mpirun itself runs on host 0, so that its daemons on every host reach it over the bridge.  Its
   # daemons would share hwloc's topology through a shared-memory mapping placed at a "hole" in the
   # address space; several daemons on one kernel sometimes crash there (OpenMPI 4.1.4), so they don't.
-  ip netns exec "${NETNS_HOSTS[0]}" timeout 170 mpirun --allow-run-as-root --oversubscribe -np "$nranks" \
+  ip netns exec "${NETNS_HOSTS[0]}" timeout 170 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$nranks" \
     --hostfile "$hostfile" --mca plm_rsh_agent "$here/netns_rsh.sh" --mca rtc_hwloc_vmhole none \
     --mca oob_tcp_if_include "${NETNS_SUBNET}0/24" --mca btl_tcp_if_include "${NETNS_SUBNET}0/24" \
     -x LOOM_COMM_ID -x LOOM_TIMEOUT -x LOOM_NET -x UCX_TLS ${algo:+-x LOOM_ALGO} -x PATH \

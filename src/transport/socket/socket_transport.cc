@@ -94,8 +94,10 @@ bool transferAll(const std::vector<int>& fds, std::vector<std::vector<iovec>>* l
       msghdr msg{};
       msg.msg_iov = &l[next[j]];
       msg.msg_iovlen = std::min<size_t>(l.size() - next[j], 1024);
-      ssize_t got = sending ? ::sendmsg(fds[j], &msg, MSG_NOSIGNAL | MSG_DONTWAIT)
-                            : ::recvmsg(fds[j], &msg, MSG_DONTWAIT);
+      // With one socket left to serve, block in the call until its whole list moved: one system call
+      // per batch instead of one per socket-buffer's worth (shutdown() at teardown ends the wait).
+      const int flags = pfds.size() == 1 ? (sending ? 0 : MSG_WAITALL) : MSG_DONTWAIT;
+      ssize_t got = sending ? ::sendmsg(fds[j], &msg, MSG_NOSIGNAL | flags) : ::recvmsg(fds[j], &msg, flags);
       if (got == 0 && !sending) return *why = "the peer closed the connection", false;
       if (got < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;

@@ -128,21 +128,6 @@ loomResult_t loomGetVersion(int* version) {
   return loomSuccess;
 }
 
-const char* loomGetErrorString(loomResult_t result) {
-  switch (result) {
-    case loomSuccess: return "no error";
-    case loomUnhandledCudaError: return "unhandled cuda error";
-    case loomSystemError: return "unhandled system error";
-    case loomInternalError: return "internal error";
-    case loomInvalidArgument: return "invalid argument";
-    case loomInvalidUsage: return "invalid usage";
-    case loomRemoteError: return "remote process exited or there was a network error";
-    case loomInProgress: return "operation in progress";
-    case loomTimeout: return "timeout";
-    default: return "unknown result code";
-  }
-}
-
 const char* loomGetLastError(loomComm_t) { return lastError(); }
 
 loomResult_t loomGetUniqueId(loomUniqueId* uniqueId) {

@@ -25,6 +25,9 @@ namespace loom {
   X(SHM_NSLOTS, Int, "4", "slots per shared-memory FIFO (2..64); the socket transport uses the same ring size")    \
   X(SHM_DISABLE, Int, "0", "1: never use shared memory (ranks on one host then talk over the network transport)")  \
   X(NET, String, "", "network transport between hosts: socket, ucx or ib; default: ib where an RDMA port is active, else socket") \
+  X(IB_HCA, String, "", "RDMA devices the ib transport may use: comma list of name prefixes, ^ excludes, = exact; default: the first with an active port") \
+  X(IB_GID_INDEX, Int, "-1", "GID table index for RoCE and iWARP; -1: the first RoCE v2 entry (else 0)")                  \
+  X(IB_WRITE_IMM, Int, "1", "1: signal each RDMA write with an immediate where the device has it; 0: always write + SEND")  \
   X(NSOCKS, Int, "1", "TCP sockets per socket-transport connection (1..16); frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \
     "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \

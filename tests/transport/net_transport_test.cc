@@ -16,18 +16,32 @@
 #if LOOM_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
 #endif
+#if LOOM_HAVE_VERBS
+#include "transport/emulated_verbs.h"
+#include "transport/ib/ib_transport.h"
+#endif
 
 namespace loom {
 namespace {
 
 struct NetCase {
-  const char* transport;
-  int nsocks;  // LOOM_NSOCKS (socket only)
+  const char* transport;  // "socket", "ucx", or "ib" on an emulated device
+  int nsocks;             // LOOM_NSOCKS (socket only)
+  const char* device;     // ib only: "roce", "iwarp" or "infiniband" (emulated: this machine has no RDMA NIC)
 };
 
-std::unique_ptr<Transport> makeTransport(const std::string& name) {
+std::unique_ptr<Transport> makeTransport(const NetCase& c) {
 #if LOOM_HAVE_UCX
-  if (name == "ucx") return std::make_unique<UcxTransport>();
+  if (std::string(c.transport) == "ucx") return std::make_unique<UcxTransport>();
+#endif
+#if LOOM_HAVE_VERBS
+  if (std::string(c.transport) == "ib") {
+    emulated::Options o;
+    o.iwarp = std::string(c.device) == "iwarp";
+    o.roce = std::string(c.device) == "roce";
+    emulated::install(o);
+    return std::make_unique<IbTransport>();
+  }
 #endif
   return std::make_unique<SocketTransport>();
 }
@@ -44,7 +58,7 @@ class NetTransport : public ::testing::TestWithParam<NetCase> {
     setenv("LOOM_NSOCKS", std::to_string(GetParam().nsocks).c_str(), 1);
     setenv("UCX_TLS", "tcp", 1);
     paramsReloadForTesting();
-    transport_ = makeTransport(GetParam().transport);
+    transport_ = makeTransport(GetParam());
     ConnectInfo ci{};
     const uint64_t key = 0x5150000000000000ull ^ static_cast<uint64_t>(getpid());
     ConnectRequest atReceiver{1, 0, 0, key, &b_, &a_};
@@ -58,6 +72,9 @@ class NetTransport : public ::testing::TestWithParam<NetCase> {
     unsetenv("LOOM_NSOCKS");
     unsetenv("UCX_TLS");
     paramsReloadForTesting();
+#if LOOM_HAVE_VERBS
+    setVerbsApiForTesting(nullptr);
+#endif
   }
 
   PeerInfo a_{}, b_{};
@@ -140,17 +157,21 @@ TEST_P(NetTransport, ReceiverGoneIsASendError) {
 }
 
 std::vector<NetCase> cases() {
-  std::vector<NetCase> v = {{"socket", 1}, {"socket", 3}};
+  std::vector<NetCase> v = {{"socket", 1, ""}, {"socket", 3, ""}};
 #if LOOM_HAVE_UCX
-  v.push_back({"ucx", 1});
+  v.push_back({"ucx", 1, ""});
+#endif
+#if LOOM_HAVE_VERBS
+  for (const char* device : {"roce", "iwarp", "infiniband"}) v.push_back({"ib", 1, device});
 #endif
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Wires, NetTransport, ::testing::ValuesIn(cases()), [](const auto& p) {
-  return std::string(p.param.transport) + (std::string(p.param.transport) == "socket"
-                                               ? "_" + std::to_string(p.param.nsocks) + "socks"
-                                               : std::string());
+  const std::string name = p.param.transport;
+  if (name == "socket") return name + "_" + std::to_string(p.param.nsocks) + "socks";
+  if (name == "ib") return name + "_emulated_" + p.param.device;
+  return name;
 });
 
 }  // namespace

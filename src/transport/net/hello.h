@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/socket.h"
 #include "transport/transport.h"
 
 namespace loom {
@@ -15,6 +16,27 @@ struct NetHello {
   uint64_t commKey, token;
   int32_t index, count;  // which of the connection's streams this is (LOOM_NSOCKS), of how many
 };
+
+// What a receiving side publishes through the bootstrap (inside ConnectInfo): where it accepts its peer's
+// connection, the token the peer must present, and how many streams the connection has.
+struct NetListenInfo {
+  uint32_t magic;
+  uint32_t addrLength;
+  uint64_t token;  // fresh and random for every connection
+  int32_t count;
+  int32_t reserved;
+  sockaddr_storage addr;
+};
+static_assert(sizeof(NetListenInfo) <= sizeof(ConnectInfo), "listen info must fit a ConnectInfo");
+
+void publishNetListenInfo(uint32_t magic, const SocketAddress& addr, int32_t count, ConnectInfo* info,
+                          NetListenInfo* published);
+// Opens a TCP listener on the bootstrap's interface and publishes it (socket and ib exchange connections).
+loomResult_t listenAndPublish(uint32_t magic, int32_t count, ConnectInfo* info, NetListenInfo* published,
+                              int* listenFd);
+// Reads a peer's listen info; false when it is malformed (wrong magic, address size or stream count).
+bool readNetListenInfo(const ConnectInfo& info, uint32_t magic, int32_t maxCount, NetListenInfo* out,
+                       SocketAddress* addr);
 
 // Unpredictable per connection (not derived from anything a peer could see).
 uint64_t randomNetToken();

@@ -219,15 +219,18 @@ void StagedRecvQueue::run() {
     return;
   }
   uint32_t filled = 0, granted = 0;
-  for (;;) {
-    if (!r.threadWait(&r.consumed, [&] { return filled - r.consumed.load() < r.size(); })) return;
-    // Every slot the rank emptied is offered to the peer before we wait for the next frame.
+  // Every slot the rank emptied is offered to the peer, before and while we wait for the next frame.
+  const std::function<void()> grantFreed = [&] {
     for (const uint32_t free = r.consumed.load() + static_cast<uint32_t>(r.size()); granted != free; ++granted)
       wire_->grant(granted % r.size());
+  };
+  for (;;) {
+    if (!r.threadWait(&r.consumed, [&] { return filled - r.consumed.load() < r.size(); })) return;
+    grantFreed();
     const size_t i = filled % r.size();
     size_t bytes = 0;
     uint64_t signature = 0;
-    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, r.stop, &why)) {
+    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, grantFreed, r.stop, &why)) {
       if (!r.stop.load()) r.fail(why);
       return;
     }

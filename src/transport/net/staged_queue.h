@@ -53,8 +53,11 @@ class RecvWire {
   // Slot `index` is empty: the peer may now write into it (a credit, for transports that write remotely).
   virtual void grant(size_t index) {}
   // Receives the next frame into slot `index` (capacity `capacity`): fills *bytes and *signature.
+  // A wire whose peer needs credits calls grantFreed() while it waits: it grants the slots the rank
+  // emptied meanwhile (else a peer that ran out of credits would wait for us, and we for it).
   virtual bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
-                       const std::atomic<bool>& stop, std::string* why) = 0;
+                       const std::function<void()>& grantFreed, const std::atomic<bool>& stop,
+                       std::string* why) = 0;
   virtual void shutdown() {}
 };
 

@@ -26,17 +26,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4c4f4f53;  // "LOOS"
 
-// What the receiving side publishes: where to connect and the token the sender must present.
-struct SocketConnectInfo {
-  uint32_t magic;
-  uint32_t addrLength;
-  uint64_t token;
-  int32_t nsocks;  // the receiver's LOOM_NSOCKS decides for the connection
-  sockaddr_storage addr;
-};
 constexpr int32_t kMaxSockets = 16;
-static_assert(sizeof(SocketConnectInfo) <= sizeof(ConnectInfo), "socket connect info too large");
-
 
 struct FrameHeader {
   uint64_t bytes;
@@ -186,7 +176,7 @@ class SocketRecvWire : public RecvWire {
     return true;
   }
   bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
-               const std::atomic<bool>& stop, std::string* why) override {
+               const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     FrameHeader h{};
     for (auto& l : lists_) l.clear();
     lists_[0].push_back(iovec{&h, sizeof h});
@@ -241,44 +231,30 @@ loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo*
   if (params().NSOCKS < 1 || params().NSOCKS > kMaxSockets)
     return setError(loomInvalidArgument, "LOOM_NSOCKS=%lld is out of range (1..%d)",
                     static_cast<long long>(params().NSOCKS), kMaxSockets);
-  SocketAddress addr;
-  std::string iface;
-  LOOM_CHECK(findInterfaceAddress(&addr, &iface));
   int fd = -1;
-  LOOM_CHECK(listenSocket(&addr, &fd));
-  SocketConnectInfo ci{};
-  ci.magic = kMagic;
-  ci.addrLength = addr.length;
-  ci.token = randomNetToken();
-  std::memcpy(&ci.addr, &addr.storage, sizeof ci.addr);
-  LOOM_TRACE(kNet, "socket: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
-             addr.toString().c_str(), iface.c_str());
-  ci.nsocks = static_cast<int32_t>(params().NSOCKS);
-  std::memcpy(info->bytes, &ci, sizeof ci);
+  NetListenInfo ci;
+  LOOM_CHECK(listenAndPublish(kMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));
   *recv = std::make_unique<StagedRecvQueue>(
-      std::make_unique<SocketRecvWire>(fd, req, ci.token, ci.nsocks, static_cast<double>(params().TIMEOUT)),
+      std::make_unique<SocketRecvWire>(fd, req, ci.token, ci.count, static_cast<double>(params().TIMEOUT)),
       static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
   return loomSuccess;
 }
 
 loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
                                           std::unique_ptr<SendQueue>* send) {
-  SocketConnectInfo ci;
-  std::memcpy(&ci, peerInfo.bytes, sizeof ci);
-  if (ci.magic != kMagic || ci.addrLength > sizeof ci.addr || ci.nsocks < 1 || ci.nsocks > kMaxSockets)
+  NetListenInfo ci;
+  SocketAddress addr;
+  if (!readNetListenInfo(peerInfo, kMagic, kMaxSockets, &ci, &addr))
     return setError(loomRemoteError, "socket: rank %d sent a malformed connection description", req.peer);
-  SocketAddress addr{};
-  std::memcpy(&addr.storage, &ci.addr, sizeof ci.addr);
-  addr.length = ci.addrLength;
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   std::vector<int> fds;
   loomResult_t r = loomSuccess;
-  for (int32_t j = 0; j < ci.nsocks && r == loomSuccess; ++j) {
+  for (int32_t j = 0; j < ci.count && r == loomSuccess; ++j) {
     int fd = -1;
     r = connectSocket(addr, deadline, nullptr, &fd);
     if (r != loomSuccess) break;
     fds.push_back(fd);
-    NetHello h = makeNetHello(kMagic, req, ci.token, j, ci.nsocks);
+    NetHello h = makeNetHello(kMagic, req, ci.token, j, ci.count);
     r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");
   }
   if (r != loomSuccess) {

@@ -20,14 +20,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
 
-struct UcxConnectInfo {
-  uint32_t magic;
-  uint32_t addrLength;
-  uint64_t token;
-  sockaddr_storage addr;  // the receiver's UCP listener
-};
-static_assert(sizeof(UcxConnectInfo) <= sizeof(ConnectInfo), "ucx connect info too large");
-
 struct FrameHeader {
   uint64_t bytes;
   uint64_t signature;
@@ -270,7 +262,7 @@ class UcxRecvWire : public RecvWire {
     }
   }
   bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
-               const std::atomic<bool>& stop, std::string* why) override {
+               const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     FrameHeader h{};
     if (!worker_->recvAll(&h, sizeof h, stop, why)) return false;
     if (h.bytes > capacity)
@@ -316,12 +308,8 @@ loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
   LOOM_CHECK(worker->listen(&addr));
-  UcxConnectInfo ci{};
-  ci.magic = kMagic;
-  ci.addrLength = addr.length;
-  ci.token = randomNetToken();
-  std::memcpy(&ci.addr, &addr.storage, sizeof ci.addr);
-  std::memcpy(info->bytes, &ci, sizeof ci);
+  NetListenInfo ci;
+  publishNetListenInfo(kMagic, addr, 1, info, &ci);
   LOOM_TRACE(kNet, "ucx: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
              addr.toString().c_str(), iface.c_str());
   *recv = std::make_unique<StagedRecvQueue>(
@@ -332,13 +320,10 @@ loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
 
 loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
                                        std::unique_ptr<SendQueue>* send) {
-  UcxConnectInfo ci;
-  std::memcpy(&ci, peerInfo.bytes, sizeof ci);
-  if (ci.magic != kMagic || ci.addrLength > sizeof ci.addr)
+  NetListenInfo ci;
+  SocketAddress addr;
+  if (!readNetListenInfo(peerInfo, kMagic, 1, &ci, &addr))
     return setError(loomRemoteError, "ucx: rank %d sent a malformed connection description", req.peer);
-  SocketAddress addr{};
-  std::memcpy(&addr.storage, &ci.addr, sizeof ci.addr);
-  addr.length = ci.addrLength;
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
   LOOM_CHECK(worker->connect(addr));

@@ -1,0 +1,32 @@
+// An emulated RDMA device for the ib transport's tests (this machine has no RDMA NIC): a verbs table
+// whose queue pairs live in this process and move bytes between registered regions.  RC semantics that
+// the transport relies on are kept: in-order delivery per QP, a write's data visible before the
+// completion of anything posted after it, receive buffers consumed in order, bounds and keys checked
+// (a bad key or range is a remote access error), an error state that flushes posted receives.
+// Options make it behave like an iWARP device (no WRITE WITH IMMEDIATE: posting one fails) and let a
+// test break a queue pair on purpose.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/ib/verbs_api.h"
+
+namespace loom {
+namespace emulated {
+
+struct Options {
+  bool iwarp = false;   // transport type iWARP, and WRITE WITH IMMEDIATE is refused at post time
+  bool roce = true;     // Ethernet link layer with a RoCE v2 GID at index 1 (else InfiniBand with a LID)
+  bool portActive = true;
+};
+
+// Installs the emulated device (replacing any earlier one) and returns its table.
+const VerbsApi& install(const Options& options);
+// Moves every queue pair to the error state (as a cable pull or a dead peer would).
+void breakAllQueuePairs();
+// Counters, to check which completion mode ran.
+uint64_t writesWithImm();
+uint64_t plainWrites();
+
+}  // namespace emulated
+}  // namespace loom

@@ -1,0 +1,149 @@
+// The ib transport's protocol on the emulated verbs device (this machine has no RDMA NIC; see
+// emulated_verbs.h): which completion mode runs where, the fallback, queue-pair errors and device choice.
+// The frame-level checks (order, sizes, wrap-around, peers leaving) run for ib in net_transport_test.cc.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/params.h"
+#include "transport/emulated_verbs.h"
+#include "transport/ib/ib_transport.h"
+
+namespace loom {
+namespace {
+
+WaitContext quick(double seconds) {
+  WaitContext c;
+  c.timeoutSec = seconds;
+  return c;
+}
+
+struct Link {
+  IbTransport ib;
+  PeerInfo a{}, b{};
+  std::unique_ptr<RecvQueue> recv;
+  std::unique_ptr<SendQueue> send;
+  explicit Link(const emulated::Options& o) {
+    emulated::install(o);
+    ConnectInfo ci{};
+    const uint64_t key = 0x1b00000000000000ull ^ static_cast<uint64_t>(getpid());
+    ConnectRequest atReceiver{1, 0, 0, key, &b, &a};
+    ConnectRequest atSender{0, 1, 0, key, &a, &b};
+    EXPECT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(ib.connectSend(atSender, ci, &send), loomSuccess) << loomGetLastError(nullptr);
+  }
+  ~Link() {
+    send.reset();
+    recv.reset();
+    setVerbsApiForTesting(nullptr);
+  }
+  // Sends `frames` frames of `bytes` and checks each on arrival.
+  void exchange(int frames, size_t bytes) {
+    std::thread producer([&] {
+      for (int i = 0; i < frames; ++i) {
+        void* p;
+        ASSERT_EQ(send->acquire(&p, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+        std::memset(p, i & 0xff, bytes);
+        send->post(bytes, 1000 + static_cast<uint64_t>(i));
+      }
+    });
+    for (int i = 0; i < frames; ++i) {
+      const void* data;
+      size_t got = 0;
+      uint64_t sig = 0;
+      ASSERT_EQ(recv->wait(&data, &got, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+      ASSERT_EQ(got, bytes);
+      ASSERT_EQ(sig, 1000 + static_cast<uint64_t>(i));
+      ASSERT_EQ(static_cast<const uint8_t*>(data)[bytes - 1], i & 0xff);
+      recv->release();
+    }
+    producer.join();
+  }
+};
+
+TEST(EmulatedVerbs, RoceSignalsEachWriteWithAnImmediate) {
+  Link l(emulated::Options{});
+  l.exchange(40, 1000);
+  EXPECT_EQ(emulated::writesWithImm(), 40u);
+  EXPECT_EQ(emulated::plainWrites(), 0u);
+}
+
+TEST(EmulatedVerbs, IwarpWritesThenSendsTheSlotIndex) {
+  emulated::Options o;
+  o.iwarp = true;
+  Link l(o);
+  l.exchange(40, 1000);
+  EXPECT_EQ(emulated::writesWithImm(), 0u) << "an iWARP device is never asked for immediates";
+  EXPECT_EQ(emulated::plainWrites(), 40u);
+}
+
+TEST(EmulatedVerbs, WriteImmOffForcesTheSendMode) {
+  setenv("LOOM_IB_WRITE_IMM", "0", 1);
+  paramsReloadForTesting();
+  {
+    Link l(emulated::Options{});
+    l.exchange(10, 64);
+    EXPECT_EQ(emulated::writesWithImm(), 0u);
+    EXPECT_EQ(emulated::plainWrites(), 10u);
+  }
+  unsetenv("LOOM_IB_WRITE_IMM");
+  paramsReloadForTesting();
+}
+
+TEST(EmulatedVerbs, QueuePairErrorIsARemoteErrorOnBothSides) {
+  Link l(emulated::Options{});
+  l.exchange(5, 100);
+  emulated::breakAllQueuePairs();
+  const auto t0 = std::chrono::steady_clock::now();
+  const void* data;
+  size_t bytes;
+  uint64_t sig;
+  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, quick(20)), loomRemoteError);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("queue pair error"), std::string::npos)
+      << loomGetLastError(nullptr);
+  void* p;
+  loomResult_t r = loomSuccess;
+  for (int i = 0; i < 10 && r == loomSuccess; ++i) {
+    r = l.send->acquire(&p, quick(20));
+    if (r == loomSuccess) l.send->post(8, 0);
+    if (r == loomSuccess) r = l.send->flush(quick(20));
+  }
+  EXPECT_EQ(r, loomRemoteError);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST(EmulatedVerbs, NoActivePortMeansTheTransportDoesNotReach) {
+  emulated::Options o;
+  o.portActive = false;
+  emulated::install(o);
+  IbTransport ib;
+  PeerInfo a{}, b{};
+  TransportEstimate est;
+  std::string why;
+  EXPECT_FALSE(ib.reaches(a, b, &est, &why));
+  EXPECT_NE(why.find("no active RDMA port"), std::string::npos) << why;
+  setVerbsApiForTesting(nullptr);
+}
+
+TEST(EmulatedVerbs, ReachesNamesTheLinkKind) {
+  for (const char* kind : {"RoCE", "iWARP", "InfiniBand"}) {
+    emulated::Options o;
+    o.iwarp = std::string(kind) == "iWARP";
+    o.roce = std::string(kind) == "RoCE";
+    emulated::install(o);
+    IbTransport ib;
+    PeerInfo a{}, b{};
+    TransportEstimate est;
+    std::string why;
+    EXPECT_TRUE(ib.reaches(a, b, &est, &why)) << why;
+    EXPECT_NE(why.find(kind), std::string::npos) << why;
+  }
+  setVerbsApiForTesting(nullptr);
+}
+
+}  // namespace
+}  // namespace loom

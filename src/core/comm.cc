@@ -108,6 +108,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   }));
   setLocalRanksPerCore(comm->localRanks);
   LOOM_CHECK(checkAlgoFilter());
+  LOOM_CHECK(checkNetChoice());
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);

@@ -1,5 +1,10 @@
 #include "transport/registry.h"
 
+#include <string>
+
+#include "core/error.h"
+#include "core/params.h"
+
 #include "transport/shm/shm_transport.h"
 #include "transport/socket/socket_transport.h"
 #include "loom_build_config.h"
@@ -26,6 +31,19 @@ const std::vector<Transport*>& transports() {
     return v;
   }();
   return all;
+}
+
+loomResult_t checkNetChoice() {
+  const std::string& want = params().NET;
+  if (want.empty()) return loomSuccess;
+  std::string have;
+  for (const Transport* t : transports()) {
+    if (std::string(t->kind()) != "net") continue;
+    if (want == t->name()) return loomSuccess;
+    have += (have.empty() ? "" : ", ") + std::string(t->name());
+  }
+  return setError(loomInvalidArgument, "LOOM_NET=%s is not a network transport of this build (it has: %s)",
+                  want.c_str(), have.c_str());
 }
 
 }  // namespace loom

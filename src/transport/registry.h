@@ -8,4 +8,6 @@
 
 namespace loom {
 const std::vector<Transport*>& transports();
+// LOOM_NET names a network transport of this build (or is empty): else loomInvalidArgument, listing them.
+loomResult_t checkNetChoice();
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/params.h"
 #include "loom.h"
 
 namespace {
@@ -64,6 +65,20 @@ TEST(Api, ConfigMustComeFromTheInitializer) {
   loomConfig_t badTimeout = LOOM_CONFIG_INITIALIZER;
   badTimeout.timeoutSec = -5;
   EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &badTimeout), loomInvalidArgument);
+}
+
+// A network transport this build does not have is named at init, with the ones it has.
+TEST(Api, UnknownNetworkTransportIsRefusedAtInit) {
+  setenv("LOOM_NET", "carrier-pigeon", 1);
+  loom::paramsReloadForTesting();
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomComm_t comm = nullptr;
+  EXPECT_EQ(loomCommInitRank(&comm, 1, id, 0), loomInvalidArgument);
+  expectMessage("LOOM_NET=carrier-pigeon");
+  expectMessage("socket");
+  unsetenv("LOOM_NET");
+  loom::paramsReloadForTesting();
 }
 
 class SingleRank : public ::testing::Test {

@@ -46,7 +46,7 @@ run_perf() {  # $1 = label, $2 = backend, rest: extra environment
       --mca oob_tcp_if_include "${NETNS_SUBNET}0/24" --mca btl_tcp_if_include "${NETNS_SUBNET}0/24" \
       --mca pml ob1 --mca btl tcp,self --bind-to none -x LOOM_NET -x UCX_TLS -x PATH $passthrough \
       "$build/perf/all_reduce_perf" -b "$size" -e "$size" -n 20 -w 5 -c 0 -B "$backend" 2>&1 |
-      awk -v l="$label" '!/^#/ && NF >= 12 {print l, $1, $8}' >>"$results"
+      awk -v l="$label" '$1 ~ /^[0-9]+$/ && NF >= 12 {print l, $1, $8}' >>"$results"
   done
 }
 run_gloo() {

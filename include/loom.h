@@ -121,6 +121,9 @@ loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
 /* Collective over `comm`: ranks with the same color form a new communicator, ordered by (key, old rank).
  * color LOOM_SPLIT_NOCOLOR yields *newcomm == NULL. */
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config);
+/* Frees the communicator.  Where it uses a network transport and its ranks live in different processes,
+ * it first meets the other ranks (bounded by the timeout) so that no rank closes a connection while a
+ * peer's last data is still on its way: call it on every rank, in the same order for several comms. */
 loomResult_t loomCommDestroy(loomComm_t comm);
 /* Stops every operation on comm (from any thread), releases its resources; peers see loomRemoteError. */
 loomResult_t loomCommAbort(loomComm_t comm);

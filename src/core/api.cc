@@ -227,8 +227,13 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
                                     static_cast<void*>(comm));
     // Over a network transport the last data a peer sent us may still be on its way (or its transport
     // may still wait for our acknowledgement): meet every rank before closing the receiving ends.  Only
-    // while healthy, since a failed peer would not come; bounded by the timeout either way.
-    if (comm->threadedSends && comm->error == loomSuccess && comm->bootstrap->barrier() != loomSuccess)
+    // while healthy, since a failed peer would not come, and not when ranks share this process
+    // (loomCommInitAll: one thread may destroy them one after another); bounded by the timeout.
+    const bool ranksShareProcess = std::any_of(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+      return p.rank != comm->rank && p.pid == comm->peers[comm->rank].pid &&
+             p.hostHash == comm->peers[comm->rank].hostHash && p.pidNamespace == comm->peers[comm->rank].pidNamespace;
+    });
+    if (comm->threadedSends && comm->error == loomSuccess && !ranksShareProcess && comm->bootstrap->barrier() != loomSuccess)
       LOOM_WARN(kInit, "loomCommDestroy: not every rank reached destroy (%s); closing anyway", loomGetLastError(nullptr));
   }
   commFree(comm);

@@ -49,6 +49,29 @@ TEST(Comm, InitAllDrivesOneThreadPerRank) {
   EXPECT_EQ(loomCommInitAll(comms, 0, nullptr), loomInvalidArgument);
 }
 
+// Over the network transport, destroy meets the other ranks, except where they share this process:
+// one thread destroying InitAll's comms one after another must not wait for the others.
+TEST(Comm, InitAllOverSocketsDestroysOneAfterAnother) {
+  setenv("LOOM_SHM_DISABLE", "1", 1);
+  loom::paramsReloadForTesting();
+  const int n = 2;
+  loomComm_t comms[n];
+  ASSERT_EQ(loomCommInitAll(comms, n, nullptr), loomSuccess) << loomGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<int32_t> v(1000, 1);
+      EXPECT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomInt32, loomSum, comms[r], nullptr), loomSuccess);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_STREQ(comms[0]->connection(1, 0).transport->name(), "socket");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  unsetenv("LOOM_SHM_DISABLE");
+  loom::paramsReloadForTesting();
+}
+
 TEST(Comm, SplitByColorAndKey) {
   runRanks(5, [](int rank, loomComm_t comm) {
     // Colors: even / odd ranks; rank 4 opts out.  Keys reverse the order inside a color.

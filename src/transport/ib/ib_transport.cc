@@ -474,8 +474,7 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
   NetListenInfo ci;
   SocketAddress addr;
-  if (!readNetListenInfo(peerInfo, kMagic, 1, &ci, &addr))
-    return setError(loomRemoteError, "ib: rank %d sent a malformed connection description", req.peer);
+  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ib", req.peer, &ci, &addr));
   const size_t nslots = static_cast<size_t>(params().SHM_NSLOTS), slotBytes = static_cast<size_t>(params().SHM_SLOT_SIZE);
   auto qp = std::make_unique<IbQp>(d);
   LOOM_CHECK(qp->create(nslots, slotBytes));

@@ -47,14 +47,15 @@ loomResult_t listenAndPublish(uint32_t magic, int32_t count, ConnectInfo* info, 
   return loomSuccess;
 }
 
-bool readNetListenInfo(const ConnectInfo& info, uint32_t magic, int32_t maxCount, NetListenInfo* out,
-                       SocketAddress* addr) {
+loomResult_t readNetListenInfo(const ConnectInfo& info, uint32_t magic, int32_t maxCount, const char* name, int peer,
+                               NetListenInfo* out, SocketAddress* addr) {
   std::memcpy(out, info.bytes, sizeof *out);
-  if (out->magic != magic || out->addrLength > sizeof out->addr || out->count < 1 || out->count > maxCount) return false;
+  if (out->magic != magic || out->addrLength > sizeof out->addr || out->count < 1 || out->count > maxCount)
+    return setError(loomRemoteError, "%s: rank %d sent a malformed connection description", name, peer);
   *addr = SocketAddress{};
   std::memcpy(&addr->storage, &out->addr, sizeof out->addr);
   addr->length = out->addrLength;
-  return true;
+  return loomSuccess;
 }
 
 }  // namespace loom

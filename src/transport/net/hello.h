@@ -34,9 +34,10 @@ void publishNetListenInfo(uint32_t magic, const SocketAddress& addr, int32_t cou
 // Opens a TCP listener on the bootstrap's interface and publishes it (socket and ib exchange connections).
 loomResult_t listenAndPublish(uint32_t magic, int32_t count, ConnectInfo* info, NetListenInfo* published,
                               int* listenFd);
-// Reads a peer's listen info; false when it is malformed (wrong magic, address size or stream count).
-bool readNetListenInfo(const ConnectInfo& info, uint32_t magic, int32_t maxCount, NetListenInfo* out,
-                       SocketAddress* addr);
+// Reads the listen info rank `peer` published for transport `name`: loomRemoteError when it is malformed
+// (wrong magic, address size or stream count).
+loomResult_t readNetListenInfo(const ConnectInfo& info, uint32_t magic, int32_t maxCount, const char* name, int peer,
+                               NetListenInfo* out, SocketAddress* addr);
 
 // Unpredictable per connection (not derived from anything a peer could see).
 uint64_t randomNetToken();

@@ -244,8 +244,7 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
                                           std::unique_ptr<SendQueue>* send) {
   NetListenInfo ci;
   SocketAddress addr;
-  if (!readNetListenInfo(peerInfo, kMagic, kMaxSockets, &ci, &addr))
-    return setError(loomRemoteError, "socket: rank %d sent a malformed connection description", req.peer);
+  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, kMaxSockets, "socket", req.peer, &ci, &addr));
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   std::vector<int> fds;
   loomResult_t r = loomSuccess;

@@ -60,7 +60,7 @@ const UcxContext& ucxContext() {
 class UcxWorker {
  public:
   ~UcxWorker() {
-    closeEndpoint();
+    closeEndpoint(false);
     for (ucp_conn_request_h r : pending_) ucp_listener_reject(listener_, r);
     if (listener_ != nullptr) ucp_listener_destroy(listener_);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
@@ -121,11 +121,13 @@ class UcxWorker {
     if (s != UCS_OK) return *why = std::string("UCX accept: ") + ucs_status_string(s), false;
     return true;
   }
-  void closeEndpoint() {
+  // A healthy endpoint closes gracefully (its data is delivered first); a failed one, or one being
+  // abandoned mid-operation, is forced.
+  void closeEndpoint(bool force = true) {
     if (ep_ == nullptr) return;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    p.flags = force || epError_.load() != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
     ep_ = nullptr;
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
@@ -322,8 +324,7 @@ loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectI
                                        std::unique_ptr<SendQueue>* send) {
   NetListenInfo ci;
   SocketAddress addr;
-  if (!readNetListenInfo(peerInfo, kMagic, 1, &ci, &addr))
-    return setError(loomRemoteError, "ucx: rank %d sent a malformed connection description", req.peer);
+  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ucx", req.peer, &ci, &addr));
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
   LOOM_CHECK(worker->connect(addr));

@@ -402,13 +402,12 @@ class IbRecvWire : public RecvWire {
                const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     if (!grantError_.empty()) return *why = grantError_, false;
     // Notes and immediates name the slots in ring order; anything else is a confused or hostile peer.
-    if (!qp_->progressUntil(
-            [&] {
-              grantFreed();
-              return arrived_ > taken_ || !grantError_.empty();
-            },
-                            [&](uint64_t i) { badIndex_ |= i != arrived_++ % qp_->nslots(); }, stop, why))
-      return false;
+    const auto arrivedOrFailed = [&] {
+      grantFreed();
+      return arrived_ > taken_ || !grantError_.empty();
+    };
+    const auto onNote = [&](uint64_t i) { badIndex_ |= i != arrived_++ % qp_->nslots(); };
+    if (!qp_->progressUntil(arrivedOrFailed, onNote, stop, why)) return false;
     if (!grantError_.empty()) return *why = grantError_, false;
     if (badIndex_) return *why = "the peer announced slots out of order", false;
     ++taken_;

@@ -25,11 +25,7 @@ constexpr uint32_t kMagic = 0x4c4f4f49;  // "LOOI"
 constexpr size_t kHeaderBytes = 16;      // at the start of every slot: size, signature
 constexpr size_t kNoteBytes = 16;        // a credit or a write notification: the slot index
 
-struct SlotHeader {
-  uint64_t bytes;
-  uint64_t signature;
-};
-static_assert(sizeof(SlotHeader) == kHeaderBytes, "slot header layout");
+static_assert(sizeof(FrameHeader) == kHeaderBytes, "slot header layout");
 
 // ---- the device: chosen once per process (per verbs table, for tests) ----
 
@@ -219,7 +215,6 @@ class IbQp {
 
   char* slot(size_t i) { return slots_.data() + i * stride_; }
   const QpInfo& peer() const { return peer_; }
-  size_t stride() const { return stride_; }
   size_t nslots() const { return nslots_; }
 
   bool postRecv(size_t buffer) {
@@ -342,11 +337,9 @@ class IbSendWire : public SendWire {
       // A credit names the receiver's slot we may write next (they come in ring order).
       if (!qp_->progressUntil([&] { return credits_ > 0; }, [&](uint64_t) { ++credits_; }, stop, why)) return false;
       --credits_;
-      const size_t local = static_cast<size_t>(static_cast<char*>(frames[k].data) - kHeaderBytes - qp_->slot(0)) /
-                           qp_->stride();
-      SlotHeader h{frames[k].bytes, frames[k].signature};
-      std::memcpy(qp_->slot(local), &h, sizeof h);
-      if (!qp_->postWrite(local, written_ % qp_->peer().nslots, frames[k].bytes, why)) return false;
+      FrameHeader h{frames[k].bytes, frames[k].signature};
+      std::memcpy(qp_->slot(frames[k].slot), &h, sizeof h);
+      if (!qp_->postWrite(frames[k].slot, written_ % qp_->peer().nslots, frames[k].bytes, why)) return false;
       ++written_;
     }
     // The slots are reusable once their writes completed (the data then sits in the peer's memory).
@@ -411,10 +404,9 @@ class IbRecvWire : public RecvWire {
     if (!grantError_.empty()) return *why = grantError_, false;
     if (badIndex_) return *why = "the peer announced slots out of order", false;
     ++taken_;
-    SlotHeader h{};
+    FrameHeader h{};
     std::memcpy(&h, qp_->slot(index), sizeof h);
-    if (h.bytes > capacity)
-      return *why = "the peer wrote a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot", false;
+    if (!frameFits(h, capacity, why)) return false;
     *bytes = h.bytes;
     *signature = h.signature;
     return true;
@@ -455,15 +447,15 @@ bool IbTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportE
 loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
   const IbDevice& d = ibDevice();
   if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
-  const size_t nslots = static_cast<size_t>(params().SHM_NSLOTS), slotBytes = static_cast<size_t>(params().SHM_SLOT_SIZE);
+  const RingShape shape = netRingShape();
   auto qp = std::make_unique<IbQp>(d);
-  LOOM_CHECK(qp->create(nslots, slotBytes));
+  LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
   int fd = -1;
   NetListenInfo ci;
   LOOM_CHECK(listenAndPublish(kMagic, 1, info, &ci, &fd));
   *recv = std::make_unique<StagedRecvQueue>(
-      std::make_unique<IbRecvWire>(std::move(qp), fd, req, ci.token, static_cast<double>(params().TIMEOUT)), nslots,
-      slotBytes, req.peer);
+      std::make_unique<IbRecvWire>(std::move(qp), fd, req, ci.token, static_cast<double>(params().TIMEOUT)), shape,
+      req.peer);
   return loomSuccess;
 }
 
@@ -474,9 +466,9 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   NetListenInfo ci;
   SocketAddress addr;
   LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ib", req.peer, &ci, &addr));
-  const size_t nslots = static_cast<size_t>(params().SHM_NSLOTS), slotBytes = static_cast<size_t>(params().SHM_SLOT_SIZE);
+  const RingShape shape = netRingShape();
   auto qp = std::make_unique<IbQp>(d);
-  LOOM_CHECK(qp->create(nslots, slotBytes));
+  LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   int fd = -1;
   LOOM_CHECK(connectSocket(addr, deadline, nullptr, &fd));
@@ -486,13 +478,13 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   loomResult_t r = sendAll(fd, &h, sizeof h, deadline, nullptr, "ib hello");
   if (r == loomSuccess) r = sendAll(fd, &mine, sizeof mine, deadline, nullptr, "ib queue pair");
   if (r == loomSuccess) r = recvAll(fd, &peer, sizeof peer, deadline, nullptr, "ib queue pair");
-  if (r == loomSuccess && (peer.nslots == 0 || peer.stride < kHeaderBytes + slotBytes))
+  if (r == loomSuccess && (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes))
     r = setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_SHM_SLOT_SIZE differs)", req.peer);
   if (r == loomSuccess) r = qp->connect(peer);
   if (r == loomSuccess) r = sendAll(fd, &ready, 1, deadline, nullptr, "ib ready");
   closeSocket(&fd);
   if (r != loomSuccess) return r;
-  *send = std::make_unique<StagedSendQueue>(std::make_unique<IbSendWire>(std::move(qp)), nslots, slotBytes, req.peer);
+  *send = std::make_unique<StagedSendQueue>(std::make_unique<IbSendWire>(std::move(qp)), shape, req.peer);
   return loomSuccess;
 }
 

@@ -62,6 +62,16 @@ struct StagedRing {
   }
 };
 
+bool frameFits(const FrameHeader& h, size_t capacity, std::string* why) {
+  if (h.bytes <= capacity) return true;
+  *why = "the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot";
+  return false;
+}
+
+RingShape netRingShape() {
+  return RingShape{static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE)};
+}
+
 std::string explainNetFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
   if (ctx.probe != nullptr) {
     for (int i = 0; i < 20; ++i) {
@@ -75,9 +85,10 @@ std::string explainNetFailure(const WaitContext& ctx, int peer, const char* dire
 
 // ---- sending side ----
 
-StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, size_t nslots, size_t slotBytes, int peer)
+StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer)
     : wire_(std::move(wire)),
-      ring_(std::make_unique<StagedRing>(nslots, slotBytes, [this](size_t i) { return wire_->slotMemory(i); })),
+      ring_(std::make_unique<StagedRing>(shape.nslots, shape.slotBytes,
+                                         [this](size_t i) { return wire_->slotMemory(i); })),
       peer_(peer),
       thread_([this] { run(); }) {}
 
@@ -146,7 +157,7 @@ void StagedSendQueue::run() {
     frames.clear();
     for (uint32_t k = 0; k < batch; ++k) {
       const size_t i = (sent + k) % r.size();
-      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i]});
+      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i], i});
     }
     std::string why;
     if (!wire_->send(frames.data(), frames.size(), r.stop, &why)) {
@@ -169,9 +180,10 @@ void StagedSendQueue::run() {
 
 // ---- receiving side ----
 
-StagedRecvQueue::StagedRecvQueue(std::unique_ptr<RecvWire> wire, size_t nslots, size_t slotBytes, int peer)
+StagedRecvQueue::StagedRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer)
     : wire_(std::move(wire)),
-      ring_(std::make_unique<StagedRing>(nslots, slotBytes, [this](size_t i) { return wire_->slotMemory(i); })),
+      ring_(std::make_unique<StagedRing>(shape.nslots, shape.slotBytes,
+                                         [this](size_t i) { return wire_->slotMemory(i); })),
       peer_(peer),
       thread_([this] { run(); }) {}
 
@@ -234,8 +246,8 @@ void StagedRecvQueue::run() {
       if (!r.stop.load()) r.fail(why);
       return;
     }
-    if (bytes > r.slotBytes) {
-      r.fail("the peer sent a frame of " + std::to_string(bytes) + " bytes, larger than a slot");
+    if (!frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why)) {
+      r.fail(why);
       return;
     }
     r.bytes[i] = bytes;

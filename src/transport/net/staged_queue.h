@@ -26,7 +26,23 @@ struct Frame {
   void* data;
   size_t bytes;
   uint64_t signature;
+  size_t slot;  // index of the slot in the sender's ring
 };
+
+// What every wire sends ahead of a frame's payload (or, for ib, writes at the start of the slot).
+struct FrameHeader {
+  uint64_t bytes;
+  uint64_t signature;
+};
+// A header from the peer announcing more than a slot holds is refused, with this reason.
+bool frameFits(const FrameHeader& h, size_t capacity, std::string* why);
+
+// Ring geometry of every network connection: LOOM_SHM_NSLOTS slots of LOOM_SHM_SLOT_SIZE bytes.
+struct RingShape {
+  size_t nslots;
+  size_t slotBytes;
+};
+RingShape netRingShape();
 
 // Both wires are driven by their queue's I/O thread only.  `stop` is raised when the queue is destroyed;
 // a wire checks it at least every 100 ms and then returns false with *why = "stopped".
@@ -69,7 +85,7 @@ struct StagedRing;
 
 class StagedSendQueue : public SendQueue {
  public:
-  StagedSendQueue(std::unique_ptr<SendWire> wire, size_t nslots, size_t slotBytes, int peer);
+  StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer);
   ~StagedSendQueue() override;
   size_t slotBytes() const override;
   loomResult_t acquire(void** slot, const WaitContext& ctx) override;
@@ -91,7 +107,7 @@ class StagedSendQueue : public SendQueue {
 
 class StagedRecvQueue : public RecvQueue {
  public:
-  StagedRecvQueue(std::unique_ptr<RecvWire> wire, size_t nslots, size_t slotBytes, int peer);
+  StagedRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer);
   ~StagedRecvQueue() override;
   size_t slotBytes() const override;
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override;

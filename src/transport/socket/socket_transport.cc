@@ -28,11 +28,6 @@ constexpr uint32_t kMagic = 0x4c4f4f53;  // "LOOS"
 
 constexpr int32_t kMaxSockets = 16;
 
-struct FrameHeader {
-  uint64_t bytes;
-  uint64_t signature;
-};
-
 // A connection is LOOM_NSOCKS sockets.  Each frame's header travels on socket 0; its payload is cut into
 // one contiguous part per socket (all of it on socket 0 below kStripeMinBytes, where striping only adds
 // system calls), so both ends derive the same cut from the frame's size alone.
@@ -181,8 +176,7 @@ class SocketRecvWire : public RecvWire {
     for (auto& l : lists_) l.clear();
     lists_[0].push_back(iovec{&h, sizeof h});
     if (!transferAll(plain_, &lists_, false, stop, why)) return false;
-    if (h.bytes > capacity)
-      return *why = "the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot", false;
+    if (!frameFits(h, capacity, why)) return false;
     stripe(h.bytes, fds_.size(), &parts_);
     for (size_t j = 0; j < fds_.size(); ++j) {
       lists_[j].clear();
@@ -236,7 +230,7 @@ loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo*
   LOOM_CHECK(listenAndPublish(kMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));
   *recv = std::make_unique<StagedRecvQueue>(
       std::make_unique<SocketRecvWire>(fd, req, ci.token, ci.count, static_cast<double>(params().TIMEOUT)),
-      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+      netRingShape(), req.peer);
   return loomSuccess;
 }
 
@@ -261,8 +255,7 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
     return r;
   }
   *send = std::make_unique<StagedSendQueue>(std::make_unique<SocketSendWire>(std::move(fds)),
-                                            static_cast<size_t>(params().SHM_NSLOTS),
-                                            static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+                                            netRingShape(), req.peer);
   return loomSuccess;
 }
 

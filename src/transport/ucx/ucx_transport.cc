@@ -20,11 +20,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
 
-struct FrameHeader {
-  uint64_t bytes;
-  uint64_t signature;
-};
-
 // One UCP context per process, made on first use.  Each queue has its own worker, used only by one
 // thread at a time (the rank's while connecting, then the queue's I/O thread), so workers are
 // single-threaded and need no locks.
@@ -267,8 +262,7 @@ class UcxRecvWire : public RecvWire {
                const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     FrameHeader h{};
     if (!worker_->recvAll(&h, sizeof h, stop, why)) return false;
-    if (h.bytes > capacity)
-      return *why = "the peer sent a frame of " + std::to_string(h.bytes) + " bytes, larger than a slot", false;
+    if (!frameFits(h, capacity, why)) return false;
     if (!worker_->recvAll(slot, h.bytes, stop, why)) return false;
     *bytes = h.bytes;
     *signature = h.signature;
@@ -316,7 +310,7 @@ loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
              addr.toString().c_str(), iface.c_str());
   *recv = std::make_unique<StagedRecvQueue>(
       std::make_unique<UcxRecvWire>(std::move(worker), req, ci.token, static_cast<double>(params().TIMEOUT)),
-      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+      netRingShape(), req.peer);
   return loomSuccess;
 }
 
@@ -330,7 +324,7 @@ loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectI
   LOOM_CHECK(worker->connect(addr));
   *send = std::make_unique<StagedSendQueue>(
       std::make_unique<UcxSendWire>(std::move(worker), makeNetHello(kMagic, req, ci.token, 0, 1)),
-      static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE), req.peer);
+      netRingShape(), req.peer);
   return loomSuccess;
 }
 

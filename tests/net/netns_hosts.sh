@@ -15,6 +15,8 @@ netns_cleanup() {
   local h
   for h in "${NETNS_HOSTS[@]}"; do ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
   for h in "${NETNS_HOSTS[@]}"; do ip netns del "$h" 2>/dev/null; done
+  # netns_rsh.sh gives each host its own OpenMPI session directory here.
+  for h in "${NETNS_HOSTS[@]}"; do rm -rf "${TMPDIR:-/tmp}/loom-netns-tmp/$h"; done
   ip link del "$NETNS_BRIDGE" 2>/dev/null
   rm -f "$NETNS_PROXY_LOG"
   return 0

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # OpenMPI's remote-shell agent for namespace hosts (--mca plm_rsh_agent): "netns_rsh.sh HOST CMD..."
 # runs CMD inside network namespace HOST, the way ssh would run it on a real host.
+#
+# The namespaces share one hostname and one /tmp, so every daemon would build its session directory
+# under the same /tmp/ompi.<hostname>.<uid>/jf.<job> path; daemons starting together then race on its
+# mkdir and one fails with "File exists".  Real hosts have their own /tmp: give each namespace its own.
 host=$1
 shift
+tmp="${TMPDIR:-/tmp}/loom-netns-tmp/$host"
+mkdir -p "$tmp"
+export OMPI_MCA_orte_tmpdir_base="$tmp"
 exec ip netns exec "$host" /bin/sh -c "$*"

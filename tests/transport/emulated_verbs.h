@@ -3,8 +3,10 @@
 // the transport relies on are kept: in-order delivery per QP, a write's data visible before the
 // completion of anything posted after it, receive buffers consumed in order, bounds and keys checked
 // (a bad key or range is a remote access error), an error state that flushes posted receives.
-// Options make it behave like an iWARP device (no WRITE WITH IMMEDIATE: posting one fails) and let a
-// test break a queue pair on purpose.
+// Its rdma_cm (listen, resolve, connect with private data, accept or reject, events on a pollable
+// channel) connects queue pairs the way the kernel does for iWARP.  Options make it behave like an iWARP
+// device (no WRITE WITH IMMEDIATE: posting one fails; queue pairs cannot be moved to RTR/RTS by verbs,
+// only rdma_cm connects them) and let a test break a queue pair on purpose.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,9 @@ void breakAllQueuePairs();
 // Counters, to check which completion mode ran.
 uint64_t writesWithImm();
 uint64_t plainWrites();
+// rdma_cm connections accepted and requests rejected since install().
+uint64_t cmEstablished();
+uint64_t cmRejected();
 
 }  // namespace emulated
 }  // namespace loom

@@ -12,6 +12,7 @@
 #include "core/params.h"
 #include "transport/emulated_verbs.h"
 #include "transport/ib/ib_transport.h"
+#include "transport/net/hello.h"
 
 namespace loom {
 namespace {
@@ -72,13 +73,94 @@ TEST(EmulatedVerbs, RoceSignalsEachWriteWithAnImmediate) {
   EXPECT_EQ(emulated::plainWrites(), 0u);
 }
 
-TEST(EmulatedVerbs, IwarpWritesThenSendsTheSlotIndex) {
+TEST(EmulatedVerbs, IwarpConnectsThroughRdmaCmThenWritesAndSendsTheSlotIndex) {
   emulated::Options o;
   o.iwarp = true;
   Link l(o);
   l.exchange(40, 1000);
+  EXPECT_EQ(emulated::cmEstablished(), 1u) << "iWARP queue pairs are connected by rdma_connect/rdma_accept";
   EXPECT_EQ(emulated::writesWithImm(), 0u) << "an iWARP device is never asked for immediates";
   EXPECT_EQ(emulated::plainWrites(), 40u);
+}
+
+TEST(EmulatedVerbs, RoceConnectsByQpAttributesUnlessRdmaCmIsAskedFor) {
+  {
+    Link l(emulated::Options{});
+    l.exchange(3, 10);
+    EXPECT_EQ(emulated::cmEstablished(), 0u);
+  }
+  setenv("LOOM_IB_CM", "1", 1);
+  paramsReloadForTesting();
+  {
+    Link l(emulated::Options{});
+    l.exchange(20, 5000);
+    EXPECT_EQ(emulated::cmEstablished(), 1u);
+    EXPECT_EQ(emulated::writesWithImm(), 20u) << "rdma_cm changes how queue pairs connect, not how data moves";
+  }
+  unsetenv("LOOM_IB_CM");
+  paramsReloadForTesting();
+}
+
+TEST(EmulatedVerbs, IwarpCannotConnectByQpAttributes) {
+  setenv("LOOM_IB_CM", "0", 1);
+  paramsReloadForTesting();
+  emulated::Options o;
+  o.iwarp = true;
+  emulated::install(o);
+  {
+    IbTransport ib;
+    PeerInfo a{}, b{};
+    ConnectInfo ci{};
+    std::unique_ptr<RecvQueue> recv;
+    std::unique_ptr<SendQueue> send;
+    ConnectRequest atReceiver{1, 0, 0, 7, &b, &a};
+    ConnectRequest atSender{0, 1, 0, 7, &a, &b};
+    ASSERT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(ib.connectSend(atSender, ci, &send), loomSystemError);
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find("RTR"), std::string::npos) << loomGetLastError(nullptr);
+  }
+  setVerbsApiForTesting(nullptr);
+  unsetenv("LOOM_IB_CM");
+  paramsReloadForTesting();
+}
+
+// A connection request whose private data is not the expected hello (a stranger, or a rank of another
+// communicator) is rejected; the real sender still gets through.
+TEST(EmulatedVerbs, RdmaCmRejectsAStrangersRequest) {
+  emulated::Options o;
+  o.iwarp = true;
+  const VerbsApi& api = emulated::install(o);
+  {
+    IbTransport ib;
+    PeerInfo a{}, b{};
+    ConnectInfo ci{};
+    std::unique_ptr<RecvQueue> recv;
+    std::unique_ptr<SendQueue> send;
+    ConnectRequest atReceiver{1, 0, 0, 7, &b, &a};
+    ASSERT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
+    // The stranger: right address (from the published description), wrong token.
+    ConnectRequest stranger{0, 1, 0, 7, &a, &b};
+    ConnectInfo forged = ci;
+    reinterpret_cast<NetListenInfo*>(forged.bytes)->token ^= 1;
+    ASSERT_EQ(ib.connectSend(stranger, forged, &send), loomRemoteError);
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find("REJECTED"), std::string::npos) << loomGetLastError(nullptr);
+    EXPECT_EQ(emulated::cmRejected(), 1u);
+    ASSERT_EQ(ib.connectSend(stranger, ci, &send), loomSuccess) << loomGetLastError(nullptr);
+    void* p;
+    ASSERT_EQ(send->acquire(&p, quick(20)), loomSuccess);
+    std::memcpy(p, "iwarp", 5);
+    send->post(5, 42);
+    const void* data;
+    size_t bytes = 0;
+    uint64_t sig = 0;
+    ASSERT_EQ(recv->wait(&data, &bytes, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(std::string(static_cast<const char*>(data), bytes), "iwarp");
+    EXPECT_EQ(sig, 42u);
+    recv->release();
+    EXPECT_EQ(emulated::cmEstablished(), 1u);
+  }
+  (void)api;
+  setVerbsApiForTesting(nullptr);
 }
 
 TEST(EmulatedVerbs, WriteImmOffForcesTheSendMode) {

@@ -1,6 +1,7 @@
 #include "transport/ib/ib_transport.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,7 +22,8 @@ namespace loom {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4c4f4f49;  // "LOOI"
+constexpr uint32_t kMagic = 0x4c4f4f49;    // "LOOI": queue pairs connected by attributes over TCP
+constexpr uint32_t kMagicCm = 0x4c4f4f43;  // "LOOC": queue pairs connected through rdma_cm
 constexpr size_t kHeaderBytes = 16;      // at the start of every slot: size, signature
 constexpr size_t kNoteBytes = 16;        // a credit or a write notification: the slot index
 
@@ -118,42 +120,139 @@ struct QpInfo {
   uint64_t stride;     // bytes from one slot to the next (header + slot)
 };
 
+// rdma_connect/rdma_accept parameters: one outstanding read each way (the protocol only writes and
+// sends), hardware retries as in the attribute mode, `data` as private data (the sender's hello; the
+// receiver's slot description).
+rdma_conn_param connParam(const void* data, size_t bytes) {
+  rdma_conn_param p{};
+  p.private_data = data;
+  p.private_data_len = static_cast<uint8_t>(bytes);
+  p.responder_resources = 1;
+  p.initiator_depth = 1;
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  return p;
+}
+
+// An rdma_cm identifier on its own event channel (rdma_cm connection mode).  The receiver's holds the
+// listening id and, once a request is accepted, the connection's id; events are awaited by polling the
+// channel's descriptor, so every wait is bounded and stoppable.
+class CmEndpoint {
+ public:
+  struct Event {
+    rdma_cm_event_type type;
+    int status;
+    rdma_cm_id* id;
+    std::string privateData;
+  };
+  explicit CmEndpoint(const RdmaCmApi& cm) : cm_(cm) {}
+  ~CmEndpoint() {
+    if (conn_ != nullptr) cm_.destroyId(conn_);
+    if (id_ != nullptr) cm_.destroyId(id_);
+    if (channel_ != nullptr) cm_.destroyEventChannel(channel_);
+  }
+  const RdmaCmApi& api() const { return cm_; }
+  bool open(std::string* why) {
+    channel_ = cm_.createEventChannel();
+    if (channel_ == nullptr || cm_.createId(channel_, &id_, nullptr, RDMA_PS_TCP) != 0)
+      return *why = "cannot create an rdma_cm identifier: " + std::string(strerror(errno)), false;
+    return true;
+  }
+  rdma_cm_id* id() const { return id_; }
+  // The connection's id on the receiving side (owned from here on).
+  void adoptConnection(rdma_cm_id* id) { conn_ = id; }
+  // The next event, acknowledged (its private data copied out first).
+  bool next(const Deadline& deadline, const std::atomic<bool>* stop, Event* e, std::string* why) {
+    for (;;) {
+      if (stop != nullptr && stop->load()) return *why = "stopped", false;
+      if (deadline.expired()) return *why = "no rdma_cm event within the timeout", false;
+      pollfd p{channel_->fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, deadline.remainingMs(100));
+      if (r < 0 && errno != EINTR) return *why = "polling the rdma_cm channel failed", false;
+      if (r <= 0) continue;
+      rdma_cm_event* ev = nullptr;
+      if (cm_.getEvent(channel_, &ev) != 0) continue;
+      e->type = ev->event;
+      e->status = ev->status;
+      e->id = ev->id;
+      const auto* data = static_cast<const char*>(ev->param.conn.private_data);
+      e->privateData.assign(data != nullptr ? data : "", data != nullptr ? ev->param.conn.private_data_len : 0);
+      cm_.ackEvent(ev);
+      return true;
+    }
+  }
+  // Waits for an event of type `want`; any failure event ends the wait with its name.
+  bool expect(rdma_cm_event_type want, const Deadline& deadline, const std::atomic<bool>* stop, Event* e,
+              std::string* why) {
+    if (!next(deadline, stop, e, why)) return false;
+    if (e->type == want) return true;
+    *why = std::string("rdma_cm: ") + cm_.eventName(e->type) + " while waiting for " + cm_.eventName(want) +
+           " (status " + std::to_string(e->status) + ")";
+    return false;
+  }
+
+ private:
+  const RdmaCmApi& cm_;
+  rdma_event_channel* channel_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  rdma_cm_id* conn_ = nullptr;
+};
+
+// Whether this device's queue pairs connect through rdma_cm (LOOM_IB_CM; iWARP needs it).
+bool usesRdmaCm(const IbDevice& d) { return params().IB_CM == 1 || (params().IB_CM < 0 && d.iwarp); }
+
+static_assert(sizeof(NetHello) <= 56, "the hello must fit rdma_connect's private data on InfiniBand");
+static_assert(sizeof(QpInfo) <= 196, "the slot description must fit rdma_accept's private data on InfiniBand");
+
 class IbQp {
  public:
   explicit IbQp(const IbDevice& dev) : dev_(dev), api_(*dev.api) {}
   ~IbQp() {
-    if (qp_ != nullptr) api_.destroyQp(qp_);
+    if (qp_ != nullptr) {
+      if (cm_ != nullptr) cm_->api().destroyQp(cmQpId_);
+      else api_.destroyQp(qp_);
+    }
     if (cq_ != nullptr) api_.destroyCq(cq_);
     for (ibv_mr* mr : {slotsMr_, notesMr_})
       if (mr != nullptr) api_.deregMr(mr);
+    if (ownPd_ != nullptr) api_.deallocPd(ownPd_);
+    cm_.reset();  // the identifiers go after their queue pair
   }
-  loomResult_t create(size_t nslots, size_t slotBytes) {
+  // The slot ring and note buffers; registered later, on the context the queue pair lives on.
+  void allocate(size_t nslots, size_t slotBytes) {
     nslots_ = nslots;
     stride_ = (kHeaderBytes + slotBytes + 63) & ~size_t{63};
     slots_.assign(nslots * stride_, 0);
     notes_.assign(2 * nslots * kNoteBytes, 0);  // receive buffers for incoming notes
-    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    slotsMr_ = api_.regMr(dev_.pd, slots_.data(), slots_.size(), access);
-    notesMr_ = api_.regMr(dev_.pd, notes_.data(), notes_.size(), IBV_ACCESS_LOCAL_WRITE);
-    cq_ = api_.createCq(dev_.context, static_cast<int>(4 * nslots + 16));
-    if (slotsMr_ == nullptr || notesMr_ == nullptr || cq_ == nullptr)
-      return setError(loomSystemError, "ib %s: cannot register memory or create a completion queue (%s)",
-                      dev_.name.c_str(), strerror(errno));
-    ibv_qp_init_attr a{};
-    a.send_cq = cq_;
-    a.recv_cq = cq_;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = static_cast<uint32_t>(2 * nslots + 4);
-    a.cap.max_recv_wr = static_cast<uint32_t>(2 * nslots);
-    a.cap.max_send_sge = 1;
-    a.cap.max_recv_sge = 1;
-    a.cap.max_inline_data = kNoteBytes;
+  }
+  // QP-exchange mode: registers on the device's own context and creates the queue pair by verbs.
+  loomResult_t create(size_t nslots, size_t slotBytes) {
+    allocate(nslots, slotBytes);
+    LOOM_CHECK(registerOn(dev_.context, dev_.pd));
+    ibv_qp_init_attr a = initAttr();
     qp_ = api_.createQp(dev_.pd, &a);
     if (qp_ == nullptr)
       return setError(loomSystemError, "ib %s: cannot create a queue pair (%s)", dev_.name.c_str(), strerror(errno));
     psn_ = static_cast<uint32_t>(randomNetToken() & 0xffffff);
     return loomSuccess;
   }
+  // rdma_cm mode: the queue pair is made on connection `id` (whose device context rdma_cm chose), with
+  // a protection domain of its own there; the endpoint is kept until the queue pair is gone.
+  bool createOnCm(std::unique_ptr<CmEndpoint> endpoint, rdma_cm_id* id, std::string* why) {
+    cm_ = std::move(endpoint);
+    cmQpId_ = id;
+    ownPd_ = id->verbs != nullptr ? api_.allocPd(id->verbs) : nullptr;
+    if (ownPd_ == nullptr) return *why = "rdma_cm gave no device context for the connection", false;
+    if (registerOn(id->verbs, ownPd_) != loomSuccess) return *why = lastError(), false;
+    ibv_qp_init_attr a = initAttr();
+    if (cm_->api().createQp(id, ownPd_, &a) != 0 || id->qp == nullptr)
+      return *why = "rdma_create_qp failed: " + std::string(strerror(errno)), false;
+    qp_ = id->qp;
+    if (!postReceives()) return *why = "cannot post receives", false;
+    return true;
+  }
+  CmEndpoint* cm() const { return cm_.get(); }
+  void setPeer(const QpInfo& peer) { peer_ = peer; }
   QpInfo info() const {
     QpInfo i{};
     i.qpn = qp_->qp_num;
@@ -208,9 +307,14 @@ class IbQp {
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                           IBV_QP_MAX_QP_RD_ATOMIC) != 0)
       return fail("RTS");
-    for (size_t i = 0; i < 2 * nslots_; ++i)
-      if (!postRecv(i)) return setError(loomSystemError, "ib %s: cannot post receives", dev_.name.c_str());
+    if (!postReceives()) return setError(loomSystemError, "ib %s: cannot post receives", dev_.name.c_str());
     return loomSuccess;
+  }
+  // One receive per possible note in flight (credits and write notifications share them).
+  bool postReceives() {
+    for (size_t i = 0; i < 2 * nslots_; ++i)
+      if (!postRecv(i)) return false;
+    return true;
   }
 
   char* slot(size_t i) { return slots_.data() + i * stride_; }
@@ -307,6 +411,28 @@ class IbQp {
 
  private:
   static constexpr uint64_t kNoteWr = ~0ull, kWriteWr = ~0ull - 1;
+  loomResult_t registerOn(ibv_context* context, ibv_pd* pd) {
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    slotsMr_ = api_.regMr(pd, slots_.data(), slots_.size(), access);
+    notesMr_ = api_.regMr(pd, notes_.data(), notes_.size(), IBV_ACCESS_LOCAL_WRITE);
+    cq_ = api_.createCq(context, static_cast<int>(4 * nslots_ + 16));
+    if (slotsMr_ == nullptr || notesMr_ == nullptr || cq_ == nullptr)
+      return setError(loomSystemError, "ib %s: cannot register memory or create a completion queue (%s)",
+                      dev_.name.c_str(), strerror(errno));
+    return loomSuccess;
+  }
+  ibv_qp_init_attr initAttr() const {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq_;
+    a.recv_cq = cq_;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = static_cast<uint32_t>(2 * nslots_ + 4);
+    a.cap.max_recv_wr = static_cast<uint32_t>(2 * nslots_);
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = kNoteBytes;
+    return a;
+  }
   loomResult_t fail(const char* state) {
     return setError(loomSystemError, "ib %s: cannot move the queue pair to %s (%s)", dev_.name.c_str(), state,
                     strerror(errno));
@@ -320,6 +446,9 @@ class IbQp {
   ibv_mr* notesMr_ = nullptr;
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
+  ibv_pd* ownPd_ = nullptr;             // rdma_cm mode: on the connection's context
+  std::unique_ptr<CmEndpoint> cm_;      // rdma_cm mode
+  rdma_cm_id* cmQpId_ = nullptr;        // the id the queue pair was created on
   uint32_t psn_ = 0;
   QpInfo peer_{};
   bool useImm_ = true;
@@ -353,13 +482,23 @@ class IbSendWire : public SendWire {
 
 class IbRecvWire : public RecvWire {
  public:
-  IbRecvWire(std::unique_ptr<IbQp> qp, int listenFd, const ConnectRequest& req, uint64_t token, double timeoutSec)
-      : qp_(std::move(qp)), listenFd_(listenFd), req_(req), token_(token), timeoutSec_(timeoutSec) {}
+  // QP-exchange mode listens on a TCP socket (`listenFd`), rdma_cm mode on `cmListener`.
+  IbRecvWire(std::unique_ptr<IbQp> qp, int listenFd, std::unique_ptr<CmEndpoint> cmListener, const ConnectRequest& req,
+             uint64_t token, double timeoutSec)
+      : qp_(std::move(qp)),
+        listenFd_(listenFd),
+        cmListener_(std::move(cmListener)),
+        req_(req),
+        token_(token),
+        timeoutSec_(timeoutSec) {}
   ~IbRecvWire() override { closeSocket(&listenFd_); }
   void* slotMemory(size_t index) override { return qp_->slot(index) + kHeaderBytes; }
+  bool open(const std::atomic<bool>& stop, std::string* why) override {
+    return cmListener_ != nullptr ? openByRdmaCm(stop, why) : openByExchange(stop, why);
+  }
   // Accepts the sender's exchange connection (refusing strangers), swaps queue-pair descriptions and
   // connects the queue pair.
-  bool open(const std::atomic<bool>& stop, std::string* why) override {
+  bool openByExchange(const std::atomic<bool>& stop, std::string* why) {
     const Deadline deadline = Deadline::afterSeconds(timeoutSec_);
     for (;;) {
       int fd = -1;
@@ -385,6 +524,34 @@ class IbRecvWire : public RecvWire {
       closeSocket(&listenFd_);
       if (!ok) return *why = std::string("queue pair exchange failed: ") + lastError(), false;
       return true;
+    }
+  }
+  // Takes the sender's connection request (rejecting strangers: the hello rides in its private data),
+  // makes the queue pair on it, accepts with this side's slot description and waits until established.
+  bool openByRdmaCm(const std::atomic<bool>& stop, std::string* why) {
+    const Deadline deadline = Deadline::afterSeconds(timeoutSec_);
+    const RdmaCmApi& cm = cmListener_->api();
+    for (;;) {
+      CmEndpoint::Event e{};
+      if (!cmListener_->next(deadline, &stop, &e, why)) return false;
+      if (e.type != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
+      // The request carries only the hello (IB's rdma_cm allows 56 bytes there); the receiver never
+      // writes to the sender, so it needs no description of the sender's memory.
+      NetHello h{};
+      const bool ok = e.privateData.size() >= sizeof h &&
+                      (std::memcpy(&h, e.privateData.data(), sizeof h), netHelloMatches(h, kMagicCm, req_, token_, 1));
+      if (!ok) {
+        LOOM_WARN(kNet, "ib transport: rejected an rdma_cm connection that is not from rank %d (bad hello)", req_.peer);
+        cm.reject(e.id, nullptr, 0);
+        cm.destroyId(e.id);
+        continue;
+      }
+      cmListener_->adoptConnection(e.id);
+      if (!qp_->createOnCm(std::move(cmListener_), e.id, why)) return false;
+      QpInfo mine = qp_->info();
+      rdma_conn_param param = connParam(&mine, sizeof mine);
+      if (cm.accept(e.id, &param) != 0) return *why = "rdma_accept failed: " + std::string(strerror(errno)), false;
+      return qp_->cm()->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, &stop, &e, why);
     }
   }
   void grant(size_t index) override {
@@ -415,6 +582,7 @@ class IbRecvWire : public RecvWire {
  private:
   std::unique_ptr<IbQp> qp_;
   int listenFd_;
+  std::unique_ptr<CmEndpoint> cmListener_;
   ConnectRequest req_;
   uint64_t token_;
   double timeoutSec_;
@@ -444,31 +612,71 @@ bool IbTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportE
   return true;
 }
 
-loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
-  const IbDevice& d = ibDevice();
-  if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
-  const RingShape shape = netRingShape();
-  auto qp = std::make_unique<IbQp>(d);
-  LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
-  int fd = -1;
-  NetListenInfo ci;
-  LOOM_CHECK(listenAndPublish(kMagic, 1, info, &ci, &fd));
-  *recv = std::make_unique<StagedRecvQueue>(
-      std::make_unique<IbRecvWire>(std::move(qp), fd, req, ci.token, static_cast<double>(params().TIMEOUT)), shape,
-      req.peer);
+namespace {
+
+void setPort(SocketAddress* a, uint16_t netOrderPort) {
+  if (a->storage.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&a->storage)->sin6_port = netOrderPort;
+  else reinterpret_cast<sockaddr_in*>(&a->storage)->sin_port = netOrderPort;
+}
+
+// rdma_cm mode: a listening identifier bound to the bootstrap interface's address, published like a TCP
+// listener (the sender resolves that address to its RDMA device).
+loomResult_t listenByRdmaCm(const IbDevice& d, ConnectInfo* info, NetListenInfo* published,
+                            std::unique_ptr<CmEndpoint>* listener) {
+  SocketAddress addr;
+  std::string iface, why;
+  LOOM_CHECK(findInterfaceAddress(&addr, &iface));
+  setPort(&addr, 0);
+  auto ep = std::make_unique<CmEndpoint>(*d.api->cm);
+  if (!ep->open(&why)) return setError(loomSystemError, "ib: %s", why.c_str());
+  if (d.api->cm->bindAddr(ep->id(), reinterpret_cast<sockaddr*>(&addr.storage)) != 0 ||
+      d.api->cm->listen(ep->id(), 4) != 0)
+    return setError(loomSystemError, "ib: cannot listen through rdma_cm on %s (%s): %s", addr.toString().c_str(),
+                    iface.c_str(), strerror(errno));
+  setPort(&addr, d.api->cm->srcPort(ep->id()));
+  publishNetListenInfo(kMagicCm, addr, 1, info, published);
+  *listener = std::move(ep);
   return loomSuccess;
 }
 
-loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
-                                      std::unique_ptr<SendQueue>* send) {
-  const IbDevice& d = ibDevice();
-  if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
-  NetListenInfo ci;
-  SocketAddress addr;
-  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ib", req.peer, &ci, &addr));
-  const RingShape shape = netRingShape();
-  auto qp = std::make_unique<IbQp>(d);
-  LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
+// rdma_cm mode, sender: resolve the receiver's address and route, make the queue pair on the resolved
+// device, connect with the hello as private data; the receiver's accept carries its slot description.
+loomResult_t connectByRdmaCm(const IbDevice& d, const ConnectRequest& req, const NetListenInfo& ci,
+                             SocketAddress addr, IbQp* qp) {
+  const RdmaCmApi& cm = *d.api->cm;
+  const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
+  auto ep = std::make_unique<CmEndpoint>(cm);
+  std::string why;
+  CmEndpoint::Event e{};
+  bool ok = ep->open(&why);
+  const int stepMs = std::max(1, deadline.remainingMs(5000));
+  if (ok && cm.resolveAddr(ep->id(), nullptr, reinterpret_cast<sockaddr*>(&addr.storage), stepMs) != 0)
+    ok = false, why = "rdma_resolve_addr failed: " + std::string(strerror(errno));
+  ok = ok && ep->expect(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, nullptr, &e, &why);
+  if (ok && cm.resolveRoute(ep->id(), stepMs) != 0)
+    ok = false, why = "rdma_resolve_route failed: " + std::string(strerror(errno));
+  ok = ok && ep->expect(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, nullptr, &e, &why);
+  rdma_cm_id* id = ep->id();
+  ok = ok && qp->createOnCm(std::move(ep), id, &why);
+  NetHello h = makeNetHello(kMagicCm, req, ci.token, 0, 1);
+  rdma_conn_param param = connParam(&h, sizeof h);
+  if (ok && cm.connect(id, &param) != 0) ok = false, why = "rdma_connect failed: " + std::string(strerror(errno));
+  ok = ok && qp->cm()->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, nullptr, &e, &why);
+  if (!ok)
+    return setError(loomRemoteError, "ib: cannot connect to rank %d at %s through rdma_cm: %s", req.peer,
+                    addr.toString().c_str(), why.c_str());
+  QpInfo peer{};
+  if (e.privateData.size() < sizeof peer)
+    return setError(loomRemoteError, "ib: rank %d accepted without a slot description", req.peer);
+  std::memcpy(&peer, e.privateData.data(), sizeof peer);
+  qp->setPeer(peer);
+  return loomSuccess;
+}
+
+// QP-exchange mode, sender: hello and queue-pair descriptions over an authenticated TCP connection,
+// then RESET -> RTS by verbs on both sides.
+loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& ci, const SocketAddress& addr,
+                               IbQp* qp) {
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   int fd = -1;
   LOOM_CHECK(connectSocket(addr, deadline, nullptr, &fd));
@@ -478,12 +686,57 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   loomResult_t r = sendAll(fd, &h, sizeof h, deadline, nullptr, "ib hello");
   if (r == loomSuccess) r = sendAll(fd, &mine, sizeof mine, deadline, nullptr, "ib queue pair");
   if (r == loomSuccess) r = recvAll(fd, &peer, sizeof peer, deadline, nullptr, "ib queue pair");
-  if (r == loomSuccess && (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes))
-    r = setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_SHM_SLOT_SIZE differs)", req.peer);
   if (r == loomSuccess) r = qp->connect(peer);
   if (r == loomSuccess) r = sendAll(fd, &ready, 1, deadline, nullptr, "ib ready");
   closeSocket(&fd);
-  if (r != loomSuccess) return r;
+  return r;
+}
+
+}  // namespace
+
+loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
+  const IbDevice& d = ibDevice();
+  if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
+  const RingShape shape = netRingShape();
+  auto qp = std::make_unique<IbQp>(d);
+  int fd = -1;
+  std::unique_ptr<CmEndpoint> listener;
+  NetListenInfo ci;
+  if (usesRdmaCm(d)) {
+    qp->allocate(shape.nslots, shape.slotBytes);  // registered on the connection's device once it comes
+    LOOM_CHECK(listenByRdmaCm(d, info, &ci, &listener));
+  } else {
+    LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
+    LOOM_CHECK(listenAndPublish(kMagic, 1, info, &ci, &fd));
+  }
+  *recv = std::make_unique<StagedRecvQueue>(
+      std::make_unique<IbRecvWire>(std::move(qp), fd, std::move(listener), req, ci.token,
+                                   static_cast<double>(params().TIMEOUT)),
+      shape, req.peer);
+  return loomSuccess;
+}
+
+loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
+                                      std::unique_ptr<SendQueue>* send) {
+  const IbDevice& d = ibDevice();
+  if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
+  const bool cm = usesRdmaCm(d);
+  NetListenInfo ci;
+  SocketAddress addr;
+  LOOM_CHECK(readNetListenInfo(peerInfo, cm ? kMagicCm : kMagic, 1, "ib", req.peer, &ci, &addr));
+  const RingShape shape = netRingShape();
+  auto qp = std::make_unique<IbQp>(d);
+  if (cm) {
+    qp->allocate(shape.nslots, shape.slotBytes);
+    LOOM_CHECK(connectByRdmaCm(d, req, ci, addr, qp.get()));
+  } else {
+    LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
+    LOOM_CHECK(connectByExchange(req, ci, addr, qp.get()));
+  }
+  const QpInfo& peer = qp->peer();
+  if (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes)
+    return setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_SHM_SLOT_SIZE differs)",
+                    req.peer);
   *send = std::make_unique<StagedSendQueue>(std::make_unique<IbSendWire>(std::move(qp)), shape, req.peer);
   return loomSuccess;
 }

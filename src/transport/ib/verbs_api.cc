@@ -19,6 +19,26 @@ int sysfsGidType(ibv_context* context, uint8_t port, int index) {
   return type.find("v2") != std::string::npos ? 2 : 1;
 }
 
+const RdmaCmApi kRdmaCm = {
+    [] { return rdma_create_event_channel(); },
+    [](rdma_event_channel* c) { rdma_destroy_event_channel(c); },
+    [](rdma_event_channel* c, rdma_cm_id** id, void* ctx, rdma_port_space ps) { return rdma_create_id(c, id, ctx, ps); },
+    [](rdma_cm_id* id) { return rdma_destroy_id(id); },
+    [](rdma_cm_id* id, sockaddr* a) { return rdma_bind_addr(id, a); },
+    [](rdma_cm_id* id, int backlog) { return rdma_listen(id, backlog); },
+    [](rdma_cm_id* id) { return static_cast<uint16_t>(rdma_get_src_port(id)); },
+    [](rdma_cm_id* id, sockaddr* src, sockaddr* dst, int ms) { return rdma_resolve_addr(id, src, dst, ms); },
+    [](rdma_cm_id* id, int ms) { return rdma_resolve_route(id, ms); },
+    [](rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a) { return rdma_create_qp(id, pd, a); },
+    [](rdma_cm_id* id) { rdma_destroy_qp(id); },
+    [](rdma_cm_id* id, rdma_conn_param* p) { return rdma_connect(id, p); },
+    [](rdma_cm_id* id, rdma_conn_param* p) { return rdma_accept(id, p); },
+    [](rdma_cm_id* id, const void* data, uint8_t n) { return rdma_reject(id, data, n); },
+    [](rdma_event_channel* c, rdma_cm_event** e) { return rdma_get_cm_event(c, e); },
+    [](rdma_cm_event* e) { return rdma_ack_cm_event(e); },
+    [](rdma_cm_event_type t) { return rdma_event_str(t); },
+};
+
 const VerbsApi kRdmaCore = {
     "rdma-core",
     [](int* n) { return ibv_get_device_list(n); },
@@ -41,6 +61,7 @@ const VerbsApi kRdmaCore = {
     [](ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); },
     [](ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp, wr, bad); },
     [](ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); },
+    &kRdmaCm,
 };
 
 std::atomic<const VerbsApi*> gApi{nullptr};

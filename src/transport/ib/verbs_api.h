@@ -1,12 +1,35 @@
-// Every libibverbs call the ib transport makes goes through this table, so that the transport's whole
-// protocol can run against an emulated device in tests (tests/transport/emulated_verbs.h) on machines
-// without an RDMA NIC.  The real table calls rdma-core; ibv_post_send/recv and ibv_poll_cq, inline in
-// verbs.h, become real functions here.
+// Every libibverbs and librdmacm call the ib transport makes goes through this table, so that the
+// transport's whole protocol can run against an emulated device in tests
+// (tests/transport/emulated_verbs.h) on machines without an RDMA NIC.  The real table calls rdma-core;
+// ibv_post_send/recv and ibv_poll_cq, inline in verbs.h, become real functions here.
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 namespace loom {
+
+// The librdmacm calls of the rdma_cm connection mode (iWARP devices keep their QP state in the kernel, so
+// their queue pairs are connected by rdma_connect/rdma_accept instead of by modify_qp).
+struct RdmaCmApi {
+  rdma_event_channel* (*createEventChannel)();
+  void (*destroyEventChannel)(rdma_event_channel* channel);
+  int (*createId)(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps);
+  int (*destroyId)(rdma_cm_id* id);
+  int (*bindAddr)(rdma_cm_id* id, sockaddr* addr);
+  int (*listen)(rdma_cm_id* id, int backlog);
+  uint16_t (*srcPort)(rdma_cm_id* id);  // network byte order
+  int (*resolveAddr)(rdma_cm_id* id, sockaddr* src, sockaddr* dst, int timeoutMs);
+  int (*resolveRoute)(rdma_cm_id* id, int timeoutMs);
+  int (*createQp)(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr);
+  void (*destroyQp)(rdma_cm_id* id);
+  int (*connect)(rdma_cm_id* id, rdma_conn_param* param);
+  int (*accept)(rdma_cm_id* id, rdma_conn_param* param);
+  int (*reject)(rdma_cm_id* id, const void* privateData, uint8_t length);
+  int (*getEvent)(rdma_event_channel* channel, rdma_cm_event** event);
+  int (*ackEvent)(rdma_cm_event* event);
+  const char* (*eventName)(rdma_cm_event_type type);
+};
 
 struct VerbsApi {
   const char* name;  // "rdma-core" or the emulator's name, for messages
@@ -31,6 +54,7 @@ struct VerbsApi {
   int (*postSend)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
   int (*postRecv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
   int (*pollCq)(ibv_cq* cq, int n, ibv_wc* wc);
+  const RdmaCmApi* cm;
 };
 
 // The table in use: rdma-core's unless a test installed another.

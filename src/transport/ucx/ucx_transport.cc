@@ -4,6 +4,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -37,6 +38,11 @@ const UcxContext& ucxContext() {
       c.error = std::string("ucp_config_read: ") + ucs_status_string(s);
       return c;
     }
+    // UCX's registration cache installs memory hooks (mmap/munmap interception) at ucp_init; in a rank
+    // forked from a test runner that install once deadlocked on UCX's own event lock (UCX 1.13, seen in
+    // the collectives suite).  Loom hands UCX only its staging rings, which live as long as the
+    // connection, so the cache buys little: off unless the user asks for it with UCX_RCACHE_ENABLE.
+    if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucp_config_modify(config, "RCACHE_ENABLE", "n");
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;

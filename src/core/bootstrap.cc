@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/params.h"
 
 namespace loom {
 
@@ -41,6 +42,9 @@ FrameHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int tag
   return h;
 }
 
+// A Table frame with this tag lists the ranks that never joined, instead of the table.
+constexpr int kMissingTag = 1;
+
 Deadline earlier(const Deadline& a, double seconds) {
   Deadline b = Deadline::afterSeconds(seconds);
   return a.remainingMs(1 << 30) < b.remainingMs(1 << 30) ? a : b;
@@ -51,7 +55,7 @@ Deadline earlier(const Deadline& a, double seconds) {
 bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
   if (h.magic != kFrameMagic) return *why = "bad magic", false;
   if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
-  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::RingData))
+  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Failure))
     return *why = "unknown frame type " + std::to_string(h.type), false;
   if (h.from < 0 || (nranks > 0 && h.from >= nranks)) return *why = "sender rank out of range", false;
   if (h.length > kMaxFrameBytes) return *why = "frame length " + std::to_string(h.length) + " above limit", false;
@@ -103,6 +107,19 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
     table[hello.rank] = hello.listen;
     ++joined;
   }
+  if (nranks > 0 && joined < nranks) {
+    // Tell the ranks that did join which ones never came, so that each can name them (tag kMissingTag).
+    std::vector<int32_t> missing;
+    for (int r = 0; r < nranks; ++r)
+      if (fds[r] < 0) missing.push_back(r);
+    const Deadline d = Deadline::afterSeconds(1.0);
+    for (int r = 0; r < nranks; ++r) {
+      if (fds[r] < 0) continue;
+      FrameHeader h = makeHeader(id, FrameType::Table, 0, kMissingTag, missing.size() * sizeof(int32_t));
+      if (sendAll(fds[r], &h, sizeof(h), d, nullptr, "bootstrap root: report missing ranks") == loomSuccess)
+        sendAll(fds[r], missing.data(), h.length, d, nullptr, "bootstrap root: report missing ranks");
+    }
+  }
   if (nranks > 0 && joined == nranks) {
     for (int r = 0; r < nranks; ++r) {
       FrameHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
@@ -116,6 +133,20 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
 }
 
 // ---- rank side ----
+
+namespace {
+
+// The root went away or stayed silent before sending the table.  Under LOOM_COMM_ID the root runs in
+// rank 0; with loomGetUniqueId, in the process that made the id (usually rank 0's).
+loomResult_t explainRootSilence(loomResult_t r, int rank, const SocketAddress& root) {
+  const std::string detail = lastErrorDetail();
+  const std::string who = params().COMM_ID.empty()
+                              ? "the bootstrap root at " + root.toString() + " (in the process that called loomGetUniqueId)"
+                              : "rank 0, the bootstrap root at " + root.toString() + " (LOOM_COMM_ID),";
+  return setError(r, "rank %d: %s stopped before sending the table of ranks (%s)", rank, who.c_str(), detail.c_str());
+}
+
+}  // namespace
 
 loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
                                const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
@@ -143,7 +174,24 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
   r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
   FrameHeader h{};
-  if (r == loomSuccess) r = b->readHeader(fd, d, "bootstrap: waiting for the root's table", &h);
+  // The root gives up after its own LOOM_TIMEOUT and then says which ranks never came: wait a little
+  // longer than that to hear it.
+  const Deadline tableDeadline = Deadline::afterSeconds(timeoutSec + 2);
+  if (r == loomSuccess) {
+    r = b->readHeader(fd, tableDeadline, "bootstrap: waiting for the root's table", &h);
+    if (r != loomSuccess) r = explainRootSilence(r, rank, root);
+  }
+  if (r == loomSuccess && h.type == static_cast<uint16_t>(FrameType::Table) && h.tag == kMissingTag &&
+      h.length % sizeof(int32_t) == 0 && h.length <= static_cast<uint64_t>(nranks) * sizeof(int32_t)) {
+    std::vector<int32_t> missing(h.length / sizeof(int32_t));
+    std::string names;
+    if (recvAll(fd, missing.data(), h.length, tableDeadline, abort, "bootstrap: read missing ranks") == loomSuccess)
+      for (int32_t m : missing) names += (names.empty() ? "rank " : ", rank ") + std::to_string(m);
+    closeSocket(&fd);
+    return setError(loomTimeout, "bootstrap: %s never joined within LOOM_TIMEOUT (the root at %s waited for %s)",
+                    names.empty() ? "some rank" : names.c_str(), root.toString().c_str(),
+                    missing.size() == 1 ? "it" : "them");
+  }
   if (r == loomSuccess && (h.type != static_cast<uint16_t>(FrameType::Table) ||
                            h.length != static_cast<uint64_t>(nranks) * sizeof(PackedAddress)))
     r = setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
@@ -159,8 +207,9 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
 
   if (nranks > 1) {
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    LOOM_CHECK(connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_));
-    LOOM_CHECK(b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello"));
+    r = connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_);
+    if (r == loomSuccess) r = b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello");
+    if (r != loomSuccess) return b->blameAndAnnounce(r, next);
     while (b->ringRecvFd_ < 0) {
       for (auto it = b->unexpected_.begin(); it != b->unexpected_.end(); ++it) {
         if (it->type == FrameType::Ring && it->from == prev) {
@@ -169,7 +218,12 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
           break;
         }
       }
-      if (b->ringRecvFd_ < 0) LOOM_CHECK(b->acceptOne(d));
+      if (b->ringRecvFd_ >= 0) break;
+      r = b->acceptOne(d);
+      if (r == loomTimeout)
+        setError(r, "bootstrap: rank %d waited LOOM_TIMEOUT for rank %d (%s) to join the ring", rank, prev,
+                 b->peerAddress(prev).c_str());
+      if (r != loomSuccess) return b->blameAndAnnounce(r, prev);
     }
   }
   *out = std::move(b);
@@ -216,7 +270,8 @@ loomResult_t Bootstrap::acceptOne(const Deadline& d) {
     // old job, and the communicator being built must not be disturbed by it.
     if (recvAll(fd, &h, sizeof(h), hd, abort_, "bootstrap: read frame") != loomSuccess ||
         !validateFrameHeader(h, id_.secret, nranks_, &why) ||
-        (h.type != static_cast<uint16_t>(FrameType::Ring) && h.type != static_cast<uint16_t>(FrameType::P2p))) {
+        (h.type != static_cast<uint16_t>(FrameType::Ring) && h.type != static_cast<uint16_t>(FrameType::P2p) &&
+         h.type != static_cast<uint16_t>(FrameType::Failure))) {
       LOOM_WARN(kBootstrap, "rank %d: dropped an incoming bootstrap connection: %s", rank_,
                 why.empty() ? "truncated or unexpected frame" : why.c_str());
       close(fd);
@@ -273,6 +328,61 @@ loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len) {
 
 loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
   if (nranks_ == 1) return loomSuccess;
+  int lost = -1;
+  const loomResult_t r = ringAllGather(data, bytesPerRank, &lost);
+  return r == loomSuccess || lost < 0 ? r : blameAndAnnounce(r, lost);
+}
+
+int Bootstrap::blame(int lost) {
+  // A peer that stopped because of an earlier failure sent its notice before closing its connections,
+  // so the notice is already queued at our listener: take what is pending (a short wait, on an error path).
+  const std::string keep = lastError();
+  while (acceptOne(Deadline::afterSeconds(0.02)) == loomSuccess) {
+  }
+  int culprit = lost;
+  for (const Message& m : unexpected_) {
+    int32_t named = -1;
+    if (m.type != FrameType::Failure || m.from != lost || m.payload.size() != sizeof named) continue;
+    std::memcpy(&named, m.payload.data(), sizeof named);
+    if (named >= 0 && named < nranks_ && named != rank_) culprit = named;
+  }
+  restoreLastError(keep);  // the drain records its own timeout
+  return culprit;
+}
+
+void Bootstrap::announceFailure(int culprit, bool everyone) {
+  const std::string keep = lastError();
+  const int32_t notice = culprit;
+  const Deadline total = Deadline::afterSeconds(1.0);
+  std::vector<int> to;
+  if (everyone) {
+    for (int p = 0; p < nranks_; ++p) to.push_back(p);
+  } else {
+    to = {(rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_};
+  }
+  for (int peer : to) {
+    if (peer == culprit || peer == rank_ || total.expired()) continue;
+    const Deadline d = earlier(total, 0.1);
+    int fd = -1;
+    if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retry=*/false) != loomSuccess) continue;  // gone too
+    FrameHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
+    if (sendAll(fd, &h, sizeof h, d, nullptr, "bootstrap: failure notice") == loomSuccess)
+      sendAll(fd, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
+    closeSocket(&fd);
+  }
+  restoreLastError(keep);
+}
+
+loomResult_t Bootstrap::blameAndAnnounce(loomResult_t r, int lost) {
+  const std::string detail = lastErrorDetail();
+  const int culprit = blame(lost);
+  announceFailure(culprit, /*everyone=*/false);
+  if (culprit == lost) return r;
+  return setError(r, "bootstrap: rank %d (%s) failed or died; rank %d left the ring after noticing it (%s)", culprit,
+                  peerAddress(culprit).c_str(), lost, detail.c_str());
+}
+
+loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost) {
   char* base = static_cast<char*>(data);
   Deadline d = deadline();
   int prev = (rank_ + nranks_ - 1) % nranks_;
@@ -309,8 +419,8 @@ loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
       if (rc < 0 && errno != EINTR) return setError(loomSystemError, "bootstrap allgather: poll: %s", strerror(errno));
       if (rc <= 0) {
         if (d.expired())
-          return setError(loomTimeout, "bootstrap allgather: rank %d waited LOOM_TIMEOUT on rank %d (%s)", rank_,
-                          prev, peerAddress(prev).c_str());
+          return *lost = prev, setError(loomTimeout, "bootstrap allgather: rank %d waited LOOM_TIMEOUT on rank %d (%s)",
+                                        rank_, prev, peerAddress(prev).c_str());
         continue;
       }
       for (int k = 0; k < np; ++k) {
@@ -319,14 +429,15 @@ loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
           ssize_t n = ::send(ringSendFd_, out[oi].p, out[oi].left, MSG_NOSIGNAL | MSG_DONTWAIT);
           if (n > 0) out[oi].p += n, out[oi].left -= static_cast<size_t>(n);
           else if (n < 0 && errno != EAGAIN && errno != EINTR)
-            return setError(loomRemoteError, "bootstrap allgather: rank %d lost its connection to rank %d: %s", rank_,
+            return *lost = (rank_ + 1) % nranks_,
+                   setError(loomRemoteError, "bootstrap allgather: rank %d lost its connection to rank %d: %s", rank_,
                             (rank_ + 1) % nranks_, strerror(errno));
         } else if (p[k].fd == ringRecvFd_ && ii < 2) {
           ssize_t n = ::recv(ringRecvFd_, in[ii].p, in[ii].left, MSG_DONTWAIT);
           if (n > 0) in[ii].p += n, in[ii].left -= static_cast<size_t>(n);
           else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            return setError(loomRemoteError, "bootstrap allgather: rank %d (%s) closed its connection to rank %d",
-                            prev, peerAddress(prev).c_str(), rank_);
+            return *lost = prev, setError(loomRemoteError, "bootstrap allgather: rank %d (%s) closed its connection to "
+                                          "rank %d", prev, peerAddress(prev).c_str(), rank_);
         }
       }
     }

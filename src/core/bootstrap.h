@@ -3,6 +3,8 @@
 //   1. Every rank opens a listener and sends (rank, nranks, listener address) to the root, whose address
 //      is in the unique id; the root answers each rank with the table of all listeners.
 //   2. Each rank connects to the next rank's listener: a ring used for allGather/barrier.
+//      When a ring connection breaks, the rank tells its ring neighbours which rank failed before it
+//      gives up (each survivor then names the rank that died, not the neighbour that left after it).
 //   3. send/recv(peer, tag) carry small point-to-point messages (transport connection setup), each over
 //      a short-lived connection; messages that arrive before they are asked for are kept.
 // Every frame carries the communicator secret and a bounded length; anything else is dropped and logged.
@@ -20,7 +22,9 @@
 
 namespace loom {
 
-enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5 };
+// Failure: "I am leaving the ring because rank X failed", sent to the ring neighbours by a rank whose
+// ring connection broke, so that the failure that spreads around the ring is reported as X's.
+enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6 };
 
 struct FrameHeader {
   uint32_t magic;
@@ -58,6 +62,13 @@ class Bootstrap {
   // Receives exactly `len` bytes from peer with tag; a different length is loomInvalidUsage.
   loomResult_t recv(int peer, int tag, void* data, size_t len);
 
+  // Failure notices (FrameType::Failure), so that a failure spreading from rank to rank is reported as
+  // the first one.  blame(lost): the rank that `lost` announced as failed before it let go of its
+  // connections, else `lost` itself.  announceFailure(culprit): tells the ring neighbours, or every rank,
+  // that `culprit` failed; best effort, a second at most.
+  int blame(int lost);
+  void announceFailure(int culprit, bool everyone);
+
   // The host:port a peer's bootstrap listens on (names peers in error messages).
   std::string peerAddress(int peer) const;
 
@@ -72,6 +83,12 @@ class Bootstrap {
 
   Bootstrap() = default;
   Deadline deadline() const { return Deadline::afterSeconds(timeoutSec_); }
+  // The ring exchange itself; *lost is the neighbour whose connection failed or timed out (else -1).
+  loomResult_t ringAllGather(void* data, size_t bytesPerRank, int* lost);
+  // After the ring broke at neighbour `lost`: blames the rank that neighbour said failed (if it left
+  // because of an earlier failure) or `lost` itself, tells both neighbours, and returns `r` with the
+  // message naming the rank to blame.
+  loomResult_t blameAndAnnounce(loomResult_t r, int lost);
   // Accepts one connection and reads one frame from it into the unexpected queue.
   loomResult_t acceptOne(const Deadline& deadline);
   loomResult_t writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,

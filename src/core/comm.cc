@@ -178,10 +178,23 @@ using namespace loom;
 
 loomResult_t loomComm::fail(loomResult_t code) {
   if (code != loomSuccess && error == loomSuccess) {
+    if ((code == loomRemoteError || code == loomTimeout) && lastErrorPeer() >= 0) explainLostPeer(code, lastErrorPeer());
     error = code;
     errorMessage = lastError();
   }
   return code;
+}
+
+void loomComm::explainLostPeer(loomResult_t code, int lost) {
+  if (bootstrap == nullptr || lost < 0 || lost >= nranks || lost == rank) return;
+  const std::string detail = lastErrorDetail();
+  // Peers announce whom they blame before they let go of their connections, so a failure that spreads
+  // from rank to rank (each stopping because its neighbour stopped) is reported everywhere as the first.
+  const int culprit = bootstrap->blame(lost);
+  bootstrap->announceFailure(culprit, /*everyone=*/true);
+  if (culprit != lost)
+    setError(code, "%s failed or died first; %s stopped after noticing it (%s)", describe(culprit).c_str(),
+             describe(lost).c_str(), detail.c_str());
 }
 
 const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {

@@ -99,6 +99,9 @@ struct loomComm {
 
   // Records a failure as the communicator's error (first one wins) and returns it.
   loomResult_t fail(loomResult_t code);
+  // When a call failed because peer `lost` went away or went silent: names the rank that failed first
+  // (the one `lost` announced, if it stopped because of an earlier failure) and announces it to every rank.
+  void explainLostPeer(loomResult_t code, int lost);
   // "rank 3 (host hostname, pid 1234)" for messages.
   std::string describe(int peer) const;
   // Wait context for a blocking operation on this communicator (deadline = now + timeout).

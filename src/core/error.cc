@@ -1,7 +1,9 @@
 #include "core/error.h"
 
 #include <cstdarg>
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "core/log.h"
 
@@ -9,6 +11,8 @@ namespace loom {
 
 namespace {
 thread_local char tlsMessage[1024];
+thread_local size_t tlsDetailAt = 0;  // where the message follows the result code's name
+thread_local int tlsPeer = -1;
 }
 
 loomResult_t setError(loomResult_t code, const char* fmt, ...) {
@@ -17,13 +21,28 @@ loomResult_t setError(loomResult_t code, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  snprintf(tlsMessage, sizeof(tlsMessage), "%s: %s", loomGetErrorString(code), msg);
+  const int at = snprintf(tlsMessage, sizeof(tlsMessage), "%s: ", loomGetErrorString(code));
+  tlsDetailAt = at > 0 ? static_cast<size_t>(at) : 0;
+  snprintf(tlsMessage + tlsDetailAt, sizeof(tlsMessage) - tlsDetailAt, "%s", msg);
+  tlsPeer = -1;
   LOOM_WARN(kAllSubsys, "%s", tlsMessage);
   return code;
 }
 
 const char* lastError() { return tlsMessage; }
-void clearLastError() { tlsMessage[0] = '\0'; }
+const char* lastErrorDetail() { return tlsMessage + tlsDetailAt; }
+void clearLastError() {
+  tlsMessage[0] = '\0';
+  tlsDetailAt = 0;
+  tlsPeer = -1;
+}
+void restoreLastError(const std::string& saved) {
+  snprintf(tlsMessage, sizeof(tlsMessage), "%s", saved.c_str());
+  const size_t colon = saved.find(": ");
+  tlsDetailAt = colon == std::string::npos ? 0 : std::min(colon + 2, saved.size());
+}
+int lastErrorPeer() { return tlsPeer; }
+void setLastErrorPeer(int rank) { tlsPeer = rank; }
 
 }  // namespace loom
 

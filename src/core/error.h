@@ -10,9 +10,16 @@
 namespace loom {
 
 loomResult_t setError(loomResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-// The last message recorded by this thread.
+// The last message recorded by this thread, and the same without the result code's name in front.
 const char* lastError();
+const char* lastErrorDetail();
 void clearLastError();
+// Puts back a message saved from lastError() (after a best-effort step that may have set its own).
+void restoreLastError(const std::string& saved);
+// The rank whose loss or silence caused this thread's last error, or -1 (set by the waits and the
+// network queues; cleared by every setError).
+int lastErrorPeer();
+void setLastErrorPeer(int rank);
 
 // A point in time after which a wait gives up with loomTimeout.
 class Deadline {

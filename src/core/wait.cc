@@ -47,7 +47,7 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
 }
 
 loomResult_t Backoff::idle() {
-  if (pending_ != loomSuccess) return failWait(pending_, pendingWhy_);
+  if (pending_ != loomSuccess) return failWait(ctx_, pending_, pendingWhy_);
   auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
   if (idleUs < spinMicroseconds()) {
     for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
@@ -83,6 +83,10 @@ loomResult_t checkWait(const WaitContext& ctx, const Deadline& deadline, std::st
   return loomSuccess;
 }
 
-loomResult_t failWait(loomResult_t code, const std::string& message) { return setError(code, "%s", message.c_str()); }
+loomResult_t failWait(const WaitContext& ctx, loomResult_t code, const std::string& message) {
+  setError(code, "%s", message.c_str());
+  if (ctx.abort == nullptr || !ctx.abort->load(std::memory_order_relaxed)) setLastErrorPeer(ctx.peer);
+  return code;
+}
 
 }  // namespace loom

@@ -48,7 +48,8 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms);
 // the wait would end with and its message, without recording it: the caller first looks once more for
 // the awaited event, since a peer may post its last data and exit while we sleep.
 loomResult_t checkWait(const WaitContext& ctx, const Deadline& deadline, std::string* message);
-loomResult_t failWait(loomResult_t code, const std::string& message);  // records it (setError)
+// Records it (setError), naming ctx.peer as the rank lost unless the communicator was aborted here.
+loomResult_t failWait(const WaitContext& ctx, loomResult_t code, const std::string& message);
 
 // Waits until ready() is true.  `word` is the shared counter whose change makes it true; `sleeping` is
 // the flag this waiter raises before sleeping.
@@ -86,7 +87,7 @@ loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uin
     if (ready()) return loomSuccess;
     std::string why;
     loomResult_t code = checkWait(ctx, deadline, &why);
-    if (code != loomSuccess) return ready() ? loomSuccess : failWait(code, why);
+    if (code != loomSuccess) return ready() ? loomSuccess : failWait(ctx, code, why);
   }
 }
 

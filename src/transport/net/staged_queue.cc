@@ -83,6 +83,14 @@ std::string explainNetFailure(const WaitContext& ctx, int peer, const char* dire
   return std::string(direction) + " rank " + std::to_string(peer) + ": " + why;
 }
 
+// Records the failure of the connection with `peer` (named as the rank lost, for the communicator's
+// failure notices).
+static loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
+  setError(loomRemoteError, "%s", explainNetFailure(ctx, peer, direction, why).c_str());
+  setLastErrorPeer(peer);
+  return loomRemoteError;
+}
+
 // ---- sending side ----
 
 StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer)
@@ -118,7 +126,7 @@ bool StagedSendQueue::hasFree() const {
 loomResult_t StagedSendQueue::acquire(void** slot, const WaitContext& ctx) {
   StagedRing& r = *ring_;
   LOOM_CHECK(waitUntil([&] { return hasFree() || r.failed.load(); }, &r.consumed, &r.rankSleeping, ctx));
-  if (!hasFree()) return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "send to", r.why()).c_str());
+  if (!hasFree()) return netFailure(ctx, peer_, "send to", r.why());
   *slot = r.slots[posted_ % r.size()];
   return loomSuccess;
 }
@@ -142,7 +150,7 @@ loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
   LOOM_CHECK(waitUntil([&] { return r.consumed.load() == posted_ || r.failed.load(); }, &r.consumed,
                        &r.rankSleeping, ctx));
   if (r.consumed.load() != posted_)
-    return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "send to", r.why()).c_str());
+    return netFailure(ctx, peer_, "send to", r.why());
   return loomSuccess;
 }
 
@@ -210,7 +218,7 @@ loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* s
   StagedRing& r = *ring_;
   LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx));
   if (!ready())
-    return setError(loomRemoteError, "%s", explainNetFailure(ctx, peer_, "receive from", r.why()).c_str());
+    return netFailure(ctx, peer_, "receive from", r.why());
   take(data, bytes, signature);
   return loomSuccess;
 }

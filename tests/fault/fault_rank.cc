@@ -1,0 +1,99 @@
+// One rank of a peer-death trial (driven by fault_trials.py): joins the communicator named by LOOM_COMM_ID
+// and runs PHASE.  The victim rank (FAULT_VICTIM) kills itself with SIGKILL after FAULT_DELAY_US
+// microseconds of that phase, from a helper thread, so the death lands at an arbitrary point of whatever
+// the rank is doing; it first writes the moment of death (CLOCK_MONOTONIC, shared by all processes of the
+// machine) to its report.  Survivors write what the library told them and when.
+//   init       the kill comes while the communicator is being built (then one allreduce and destroy)
+//   allreduce  the kill comes during a stream of allreduces of mixed sizes; survivors run until one fails
+//   destroy    the kill comes while the ranks are destroying the communicator after a few allreduces
+// Report lines ("key value"): result, seconds (monotonic time the failing or last call returned),
+// killed_at, message.  Exit code 0 when the rank ended on its own (whatever the library said); the
+// driver judges the reports.
+#include <signal.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom.h"
+
+namespace {
+
+double monotonicSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+FILE* gReport = nullptr;
+
+void report(const char* phase, loomResult_t r, const char* message) {
+  std::fprintf(gReport, "phase %s\nresult %d\nseconds %.6f\nmessage %s\n", phase, static_cast<int>(r),
+               monotonicSeconds(), message != nullptr ? message : "");
+  std::fflush(gReport);
+}
+
+// The victim's death: SIGKILL from a helper thread after `delayUs`, with the moment written first.
+void armDeath(long delayUs) {
+  std::thread([delayUs] {
+    std::this_thread::sleep_for(std::chrono::microseconds(delayUs));
+    std::fprintf(gReport, "killed_at %.6f\n", monotonicSeconds());
+    std::fflush(gReport);
+    raise(SIGKILL);
+  }).detach();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
+                         "FAULT_VICTIM=rank, FAULT_DELAY_US=microseconds)\n");
+    return 2;
+  }
+  const std::string phase = argv[1];
+  const int n = std::atoi(argv[2]), rank = std::atoi(argv[3]);
+  gReport = std::fopen(argv[4], "w");
+  if (gReport == nullptr) return 2;
+  const int victim = std::atoi(std::getenv("FAULT_VICTIM") != nullptr ? std::getenv("FAULT_VICTIM") : "-1");
+  const long delayUs = std::atol(std::getenv("FAULT_DELAY_US") != nullptr ? std::getenv("FAULT_DELAY_US") : "0");
+  const bool dies = rank == victim;
+
+  if (dies && phase == "init") armDeath(delayUs);
+  loomUniqueId id;
+  loomComm_t comm = nullptr;
+  loomResult_t r = loomGetUniqueId(&id);
+  if (r == loomSuccess) r = loomCommInitRank(&comm, n, id, rank);
+  if (r != loomSuccess) {
+    report("init", r, loomGetLastError(nullptr));
+    return 0;
+  }
+  if (dies && phase == "allreduce") armDeath(delayUs);
+  const int rounds = phase == "allreduce" ? 100000 : 3;
+  std::vector<float> buf(size_t{1} << 20);
+  for (int i = 0; i < rounds; ++i) {
+    const size_t count = size_t{1} << (4 + (i * 7) % 17);  // 16 .. 1M elements
+    for (size_t k = 0; k < count; ++k) buf[k] = 1.0f;
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
+    if (r != loomSuccess) {
+      report("allreduce", r, loomGetLastError(comm));
+      loomCommDestroy(comm);
+      return 0;
+    }
+    if (buf[count - 1] != static_cast<float>(n)) {
+      report("allreduce", loomInternalError, "wrong result");
+      loomCommDestroy(comm);
+      return 0;
+    }
+  }
+  if (dies && phase == "destroy") armDeath(delayUs);
+  r = loomCommDestroy(comm);
+  report(phase == "destroy" ? "destroy" : "end", r, r != loomSuccess ? loomGetLastError(nullptr) : "");
+  if (dies) std::this_thread::sleep_for(std::chrono::seconds(60));  // the death must come in destroy or later
+  return 0;
+}

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Peer-death trials: kill -9 one rank at a random point and check that every survivor fails cleanly.
+
+Each trial starts NRANKS processes of fault_rank (one host, or spread over network-namespace hosts), picks
+a victim rank and a random delay, and the victim SIGKILLs itself that long into the phase under test
+(init, allreduce or destroy).  A trial passes when every survivor
+  - ends on its own (no survivor is still running LOOM_TIMEOUT + 2 s after the death: those are killed
+    and counted as hangs),
+  - returns an error within LOOM_TIMEOUT + 2 s of the death whose message names the dead rank, or (init
+    and destroy only) finishes normally because it was done before the death mattered,
+and nothing is left behind: no /dev/shm segment of loom's, no rank process.
+
+usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy] [--timeout 5]
+                       [--hosts 0] [--net socket] [--seed N] [--json FILE]
+Prints one line per trial and a summary per phase (trials, survivors checked, failures, time from the death
+to each survivor's error: median and max).  Exit status 0 when every trial passed.
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETNS_HOSTS_SH = os.path.join(HERE, "..", "net", "netns_hosts.sh")
+
+# How long into each phase the victim may die (seconds): init takes tens of ms here, the allreduce
+# stream runs until the death, destroy is a short meeting.
+DELAY_RANGE = {"init": (0.0, 0.06), "allreduce": (0.0, 0.5), "destroy": (0.0, 0.001)}
+
+
+def loom_shm_entries():
+    try:
+        return {e for e in os.listdir("/dev/shm") if e.startswith("loom-")}
+    except FileNotFoundError:
+        return set()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NamespaceHosts:
+    """Hosts made by tests/net/netns_hosts.sh, kept while this object lives: the shell waits on our pipe
+    and removes them (its EXIT trap) when the pipe closes, even if this script is killed."""
+
+    def __init__(self, count):
+        script = f'. "{NETNS_HOSTS_SH}"; netns_require; netns_make_hosts {count} >/dev/null; ' \
+                 'echo "${NETNS_HOSTS[*]}"; echo "${NETNS_ADDRS[*]}"; read _'
+        self.proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        names = self.proc.stdout.readline().split()
+        addrs = self.proc.stdout.readline().split()
+        if len(names) != count or len(addrs) != count:
+            self.close()
+            print("skipped: cannot make network-namespace hosts (needs root and iproute2)")
+            sys.exit(77)
+        self.names, self.addrs = names, addrs
+
+    def close(self):
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def read_report(path):
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition(" ")
+                out[key] = value
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def run_trial(args, phase, hosts, trial_rng, workdir):
+    n = args.ranks
+    victim = trial_rng.randrange(n)
+    lo, hi = DELAY_RANGE[phase]
+    delay = trial_rng.uniform(lo, hi)
+    if hosts:
+        per_host = (n + len(hosts.names) - 1) // len(hosts.names)
+        port = 20000 + trial_rng.randrange(20000)
+        comm_id = f"{hosts.addrs[0]}:{port}"
+    else:
+        comm_id = f"127.0.0.1:{free_port()}"
+    env = dict(os.environ, LOOM_COMM_ID=comm_id, LOOM_TIMEOUT=str(args.timeout), LOOM_NET=args.net,
+               FAULT_VICTIM=str(victim), FAULT_DELAY_US=str(int(delay * 1e6)), UCX_TLS="tcp")
+    shm_before = loom_shm_entries()
+    procs, reports = [], []
+    for r in range(n):
+        report = os.path.join(workdir, f"rank{r}.txt")
+        reports.append(report)
+        cmd = [args.rank_bin, phase, str(n), str(r), report]
+        if hosts:
+            cmd = ["ip", "netns", "exec", hosts.names[r // per_host]] + cmd
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    # Every survivor must be gone LOOM_TIMEOUT + 2 s after the death; init itself gets a few seconds more.
+    deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1
+    codes = [None] * n
+    while time.monotonic() < deadline and any(c is None for c in codes):
+        for r, p in enumerate(procs):
+            if codes[r] is None:
+                codes[r] = p.poll()
+        time.sleep(0.02)
+    hung = []
+    for r, p in enumerate(procs):
+        if codes[r] is None:
+            p.kill()
+            p.wait()
+            hung.append(r)
+    stderr_of = {r: p.stderr.read() for r, p in enumerate(procs)}
+    for p in procs:
+        p.stderr.close()
+
+    problems, detect = [], []
+    killed_at = read_report(reports[victim]).get("killed_at")
+    if codes[victim] != -signal.SIGKILL:
+        problems.append(f"the victim (rank {victim}) did not die by SIGKILL (status {codes[victim]})")
+    for r in range(n):
+        if r == victim:
+            continue
+        if r in hung:
+            problems.append(f"rank {r} still running {args.timeout + 2} s after the death (hang)")
+            continue
+        if codes[r] != 0:
+            problems.append(f"rank {r} ended with status {codes[r]}: {stderr_of[r].strip()[-300:]}")
+            continue
+        rep = read_report(reports[r])
+        result = int(rep.get("result", "-1"))
+        if result == 0:
+            if phase == "allreduce":
+                problems.append(f"rank {r} reported success although rank {victim} died mid-stream")
+            continue
+        if killed_at is None:
+            problems.append(f"rank {r} failed ({rep.get('message')}) but the victim never died")
+            continue
+        seconds = float(rep["seconds"]) - float(killed_at)
+        detect.append(seconds)
+        if seconds > args.timeout + 2:
+            problems.append(f"rank {r} reported the failure {seconds:.2f} s after the death (limit {args.timeout + 2})")
+        if f"rank {victim}" not in rep.get("message", ""):
+            problems.append(f"rank {r}'s error does not name rank {victim}: {rep.get('message')}")
+    left = loom_shm_entries() - shm_before
+    if left:
+        problems.append(f"shared-memory segments left behind: {sorted(left)}")
+        for e in left:
+            try:
+                os.unlink(os.path.join("/dev/shm", e))
+            except OSError:
+                pass
+    stray = subprocess.run(["pgrep", "-f", workdir], capture_output=True, text=True).stdout.split()
+    if stray:
+        problems.append(f"rank processes left behind: {stray}")
+        for pid in stray:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+    for f in reports:
+        if os.path.exists(f):
+            os.unlink(f)
+    return {"phase": phase, "victim": victim, "delay_ms": round(delay * 1000, 3), "problems": problems,
+            "detect_s": detect, "survivors": n - 1}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("rank_bin")
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--trials", type=int, default=5, help="trials per phase")
+    ap.add_argument("--phases", default="init,allreduce,destroy")
+    ap.add_argument("--timeout", type=int, default=5, help="LOOM_TIMEOUT for the ranks, seconds")
+    ap.add_argument("--hosts", type=int, default=0, help="network-namespace hosts (0: all ranks on this host)")
+    ap.add_argument("--net", default="socket")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--json", help="write every trial's outcome here")
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    print(f"fault trials: {args.ranks} ranks, {args.hosts or 1} host(s), LOOM_TIMEOUT={args.timeout}, seed {seed}")
+    rng = random.Random(seed)
+    hosts = NamespaceHosts(args.hosts) if args.hosts > 0 else None
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="loom-fault-") as workdir:
+            for phase in args.phases.split(","):
+                for t in range(args.trials):
+                    res = run_trial(args, phase, hosts, random.Random(rng.randrange(1 << 30)), workdir)
+                    results.append(res)
+                    status = "ok" if not res["problems"] else "FAIL: " + "; ".join(res["problems"])
+                    detect = ", ".join(f"{s:.2f}" for s in res["detect_s"])
+                    print(f"  {phase} trial {t}: rank {res['victim']} killed {res['delay_ms']:.1f} ms in; "
+                          f"survivors failed after [{detect}] s; {status}", flush=True)
+    finally:
+        if hosts:
+            hosts.close()
+    failed = 0
+    print("phase      trials  survivors  failed trials  errors seen  detect median  detect max")
+    for phase in args.phases.split(","):
+        rs = [r for r in results if r["phase"] == phase]
+        d = [s for r in rs for s in r["detect_s"]]
+        bad = sum(1 for r in rs if r["problems"])
+        failed += bad
+        med = f"{statistics.median(d):.2f} s" if d else "-"
+        mx = f"{max(d):.2f} s" if d else "-"
+        print(f"{phase:<10} {len(rs):>6}  {sum(r['survivors'] for r in rs):>9}  {bad:>13}  {len(d):>11}  "
+              f"{med:>13}  {mx:>10}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "timeout": args.timeout,
+                       "trials": results}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

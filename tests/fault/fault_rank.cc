@@ -6,12 +6,14 @@
 //   init       the kill comes while the communicator is being built (then one allreduce and destroy)
 //   allreduce  the kill comes during a stream of allreduces of mixed sizes; survivors run until one fails
 //   destroy    the kill comes while the ranks are destroying the communicator after a few allreduces
+//   stream     nobody dies: allreduces for FAULT_STREAM_S seconds while the driver breaks the network
 // Report lines ("key value"): result, seconds (monotonic time the failing or last call returned),
-// killed_at, message.  Exit code 0 when the rank ended on its own (whatever the library said); the
+// killed_at, message, longest_call (stream: the longest allreduce, i.e. how long the network stalled it).  Exit code 0 when the rank ended on its own (whatever the library said); the
 // driver judges the reports.
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,8 +54,8 @@ void armDeath(long delayUs) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
-                         "FAULT_VICTIM=rank, FAULT_DELAY_US=microseconds)\n");
+    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy|stream NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
+                         "FAULT_VICTIM=rank, FAULT_DELAY_US=microseconds, FAULT_STREAM_S=seconds)\n");
     return 2;
   }
   const std::string phase = argv[1];
@@ -74,12 +76,28 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (dies && phase == "allreduce") armDeath(delayUs);
-  const int rounds = phase == "allreduce" ? 100000 : 3;
+  const int rounds = phase == "allreduce" || phase == "stream" ? 1000000 : 3;
+  const double streamEnd =
+      monotonicSeconds() + std::atof(std::getenv("FAULT_STREAM_S") != nullptr ? std::getenv("FAULT_STREAM_S") : "0");
   std::vector<float> buf(size_t{1} << 20);
+  double longestCall = 0;  // how long the network's trouble stalled the stream
   for (int i = 0; i < rounds; ++i) {
+    if (phase == "stream" && i % 16 == 0) {
+      // The ranks stop together: each one's clock says whether its time is up, the maximum decides.
+      int32_t over = monotonicSeconds() > streamEnd ? 1 : 0;
+      r = loomAllReduce(&over, &over, 1, loomInt32, loomMax, comm, nullptr);
+      if (r != loomSuccess) {
+        report("stream", r, loomGetLastError(comm));
+        loomCommDestroy(comm);
+        return 0;
+      }
+      if (over != 0) break;
+    }
     const size_t count = size_t{1} << (4 + (i * 7) % 17);  // 16 .. 1M elements
     for (size_t k = 0; k < count; ++k) buf[k] = 1.0f;
+    const double callStart = monotonicSeconds();
     r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
+    longestCall = std::max(longestCall, monotonicSeconds() - callStart);
     if (r != loomSuccess) {
       report("allreduce", r, loomGetLastError(comm));
       loomCommDestroy(comm);
@@ -92,8 +110,12 @@ int main(int argc, char** argv) {
     }
   }
   if (dies && phase == "destroy") armDeath(delayUs);
+  if (phase == "stream") {
+    std::fprintf(gReport, "longest_call %.3f\n", longestCall);
+    report("stream", loomSuccess, "");
+  }
   r = loomCommDestroy(comm);
-  report(phase == "destroy" ? "destroy" : "end", r, r != loomSuccess ? loomGetLastError(nullptr) : "");
+  if (phase != "stream") report(phase == "destroy" ? "destroy" : "end", r, r != loomSuccess ? loomGetLastError(nullptr) : "");
   if (dies) std::this_thread::sleep_for(std::chrono::seconds(60));  // the death must come in destroy or later
   return 0;
 }

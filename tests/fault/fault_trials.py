@@ -10,8 +10,13 @@ a victim rank and a random delay, and the victim SIGKILLs itself that long into 
     and destroy only) finishes normally because it was done before the death mattered,
 and nothing is left behind: no /dev/shm segment of loom's, no rank process.
 
+Network faults (--netfault, namespace hosts only): the ranks stream allreduces while the last host
+  linkdown   has its link down for 2 s: with LOOM_TIMEOUT below 2 s every rank must fail within
+             LOOM_TIMEOUT + 2 s of the cut; with a longer one every rank must finish with exact results
+  blackhole  has all its traffic dropped (iptables): every rank must fail within LOOM_TIMEOUT + 2 s
+
 usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy] [--timeout 5]
-                       [--hosts 0] [--net socket] [--seed N] [--json FILE]
+                       [--hosts 0] [--net socket] [--netfault linkdown|blackhole] [--seed N] [--json FILE]
 Prints one line per trial and a summary per phase (trials, survivors checked, failures, time from the death
 to each survivor's error: median and max).  Exit status 0 when every trial passed.
 """
@@ -54,10 +59,11 @@ class NamespaceHosts:
 
     def __init__(self, count):
         script = f'. "{NETNS_HOSTS_SH}"; netns_require; netns_make_hosts {count} >/dev/null; ' \
-                 'echo "${NETNS_HOSTS[*]}"; echo "${NETNS_ADDRS[*]}"; read _'
+                 'echo "${NETNS_HOSTS[*]}"; echo "${NETNS_ADDRS[*]}"; echo "${NETNS_VETHS[*]}"; read _'
         self.proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         names = self.proc.stdout.readline().split()
         addrs = self.proc.stdout.readline().split()
+        self.veths = self.proc.stdout.readline().split()
         if len(names) != count or len(addrs) != count:
             self.close()
             print("skipped: cannot make network-namespace hosts (needs root and iproute2)")
@@ -88,22 +94,13 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     lo, hi = DELAY_RANGE[phase]
     delay = trial_rng.uniform(lo, hi)
     if hosts:
-        per_host = (n + len(hosts.names) - 1) // len(hosts.names)
-        port = 20000 + trial_rng.randrange(20000)
-        comm_id = f"{hosts.addrs[0]}:{port}"
+        comm_id = f"{hosts.addrs[0]}:{20000 + trial_rng.randrange(20000)}"
     else:
         comm_id = f"127.0.0.1:{free_port()}"
     env = dict(os.environ, LOOM_COMM_ID=comm_id, LOOM_TIMEOUT=str(args.timeout), LOOM_NET=args.net,
                FAULT_VICTIM=str(victim), FAULT_DELAY_US=str(int(delay * 1e6)), UCX_TLS="tcp")
     shm_before = loom_shm_entries()
-    procs, reports = [], []
-    for r in range(n):
-        report = os.path.join(workdir, f"rank{r}.txt")
-        reports.append(report)
-        cmd = [args.rank_bin, phase, str(n), str(r), report]
-        if hosts:
-            cmd = ["ip", "netns", "exec", hosts.names[r // per_host]] + cmd
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    procs, reports = launch(args, phase, hosts, env, workdir)
     # Every survivor must be gone LOOM_TIMEOUT + 2 s after the death; init itself gets a few seconds more.
     deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1
     codes = [None] * n
@@ -170,7 +167,81 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
         if os.path.exists(f):
             os.unlink(f)
     return {"phase": phase, "victim": victim, "delay_ms": round(delay * 1000, 3), "problems": problems,
-            "detect_s": detect, "survivors": n - 1}
+            "detect_s": detect, "survivors": n - 1, "expect_error": True}
+
+
+def launch(args, phase, hosts, env, workdir):
+    n = args.ranks
+    per_host = (n + len(hosts.names) - 1) // len(hosts.names) if hosts else n
+    procs, reports = [], []
+    for r in range(n):
+        report = os.path.join(workdir, f"rank{r}.txt")
+        reports.append(report)
+        cmd = [args.rank_bin, phase, str(n), str(r), report]
+        if hosts:
+            cmd = ["ip", "netns", "exec", hosts.names[r // per_host]] + cmd
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    return procs, reports
+
+
+def run_netfault_trial(args, hosts, trial_rng, workdir):
+    """The ranks stream allreduces for a while; the last host's network breaks in the middle."""
+    n, kind = args.ranks, args.netfault
+    comm_id = f"{hosts.addrs[0]}:{20000 + trial_rng.randrange(20000)}"
+    expect_error = kind == "blackhole" or args.timeout < 2
+    stream_s = args.timeout + 5.0 if expect_error else 6.0  # outlasts the failure, or the outage
+    env = dict(os.environ, LOOM_COMM_ID=comm_id, LOOM_TIMEOUT=str(args.timeout), LOOM_NET=args.net,
+               FAULT_STREAM_S=str(stream_s), UCX_TLS="tcp")
+    procs, reports = launch(args, "stream", hosts, env, workdir)
+    time.sleep(1.0 + trial_rng.uniform(0, 0.5))  # init done, allreduces under way
+    host, veth = hosts.names[-1], hosts.veths[-1]
+    if kind == "linkdown":
+        undo = ["ip", "-n", host, "link", "set", veth, "up"]
+        subprocess.run(["ip", "-n", host, "link", "set", veth, "down"], check=True)
+    else:
+        undo = ["ip", "netns", "exec", host, "sh", "-c", "iptables -D INPUT -j DROP; iptables -D OUTPUT -j DROP"]
+        subprocess.run(["ip", "netns", "exec", host, "sh", "-c", "iptables -A INPUT -j DROP && iptables -A OUTPUT -j DROP"],
+                       check=True)
+    fault_at = time.monotonic()
+    restored = False
+    deadline = fault_at + stream_s + args.timeout + 10
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        if kind == "linkdown" and not restored and time.monotonic() > fault_at + 2.0:
+            subprocess.run(undo, check=True)
+            restored = True
+        time.sleep(0.02)
+    if not restored:
+        subprocess.run(undo)
+    problems, detect = [], []
+    for r, p in enumerate(procs):
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            problems.append(f"rank {r} still running long after the fault (hang)")
+            continue
+        err = p.stderr.read().strip()
+        rep = read_report(reports[r])
+        result = int(rep.get("result", "-1"))
+        if p.returncode != 0 or "seconds" not in rep:
+            problems.append(f"rank {r} ended with status {p.returncode}: {err[-300:]}")
+        elif expect_error and result == 0:
+            problems.append(f"rank {r} reported success through a {kind} longer than LOOM_TIMEOUT")
+        elif expect_error:
+            seconds = float(rep["seconds"]) - fault_at
+            detect.append(seconds)
+            if seconds > args.timeout + 2:
+                problems.append(f"rank {r} reported the failure {seconds:.2f} s after the fault (limit {args.timeout + 2})")
+        elif result != 0:
+            problems.append(f"rank {r} failed although the link came back within LOOM_TIMEOUT: {rep.get('message')}")
+        else:
+            detect.append(float(rep.get("longest_call", "0")))  # the stall the outage caused
+    for p in procs:
+        p.stderr.close()
+    for f in reports:
+        if os.path.exists(f):
+            os.unlink(f)
+    return {"phase": kind, "victim": f"host {len(hosts.names) - 1}", "delay_ms": 0, "problems": problems,
+            "detect_s": detect, "survivors": n, "expect_error": expect_error}
 
 
 def main():
@@ -182,24 +253,33 @@ def main():
     ap.add_argument("--timeout", type=int, default=5, help="LOOM_TIMEOUT for the ranks, seconds")
     ap.add_argument("--hosts", type=int, default=0, help="network-namespace hosts (0: all ranks on this host)")
     ap.add_argument("--net", default="socket")
+    ap.add_argument("--netfault", choices=["linkdown", "blackhole"], help="break the network instead of killing a rank")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", help="write every trial's outcome here")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     print(f"fault trials: {args.ranks} ranks, {args.hosts or 1} host(s), LOOM_TIMEOUT={args.timeout}, seed {seed}")
     rng = random.Random(seed)
+    if args.netfault and args.hosts < 2:
+        ap.error("--netfault needs --hosts 2 or more")
+    if args.netfault:
+        args.phases = args.netfault
     hosts = NamespaceHosts(args.hosts) if args.hosts > 0 else None
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="loom-fault-") as workdir:
             for phase in args.phases.split(","):
                 for t in range(args.trials):
-                    res = run_trial(args, phase, hosts, random.Random(rng.randrange(1 << 30)), workdir)
+                    trial_rng = random.Random(rng.randrange(1 << 30))
+                    res = (run_netfault_trial(args, hosts, trial_rng, workdir) if args.netfault
+                           else run_trial(args, phase, hosts, trial_rng, workdir))
                     results.append(res)
                     status = "ok" if not res["problems"] else "FAIL: " + "; ".join(res["problems"])
                     detect = ", ".join(f"{s:.2f}" for s in res["detect_s"])
-                    print(f"  {phase} trial {t}: rank {res['victim']} killed {res['delay_ms']:.1f} ms in; "
-                          f"survivors failed after [{detect}] s; {status}", flush=True)
+                    what = (f"{res['victim']} cut off" if args.netfault
+                            else f"rank {res['victim']} killed {res['delay_ms']:.1f} ms in")
+                    times = "longest allreduce" if args.netfault and not res["expect_error"] else "ranks failed after"
+                    print(f"  {phase} trial {t}: {what}; {times} [{detect}] s; {status}", flush=True)
     finally:
         if hosts:
             hosts.close()

@@ -55,7 +55,7 @@ Deadline earlier(const Deadline& a, double seconds) {
 bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
   if (h.magic != kFrameMagic) return *why = "bad magic", false;
   if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
-  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Failure))
+  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Ping))
     return *why = "unknown frame type " + std::to_string(h.type), false;
   if (h.from < 0 || (nranks > 0 && h.from >= nranks)) return *why = "sender rank out of range", false;
   if (h.length > kMaxFrameBytes) return *why = "frame length " + std::to_string(h.length) + " above limit", false;
@@ -168,9 +168,14 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   SocketAddress root = id.root.unpack();
   int fd = -1;
   loomResult_t r = connectSocket(root, d, abort, &fd);
-  if (r != loomSuccess)
-    return setError(r, "rank %d could not reach the bootstrap root at %s: %s", rank, root.toString().c_str(),
-                    lastError());
+  if (r != loomSuccess) {
+    const std::string detail = lastErrorDetail();
+    r = setError(r, "rank %d could not reach %s at %s: %s", rank,
+                 params().COMM_ID.empty() ? "the bootstrap root" : "rank 0, the bootstrap root (LOOM_COMM_ID),",
+                 root.toString().c_str(), detail.c_str());
+    if (!params().COMM_ID.empty()) setLastErrorPeer(0);
+    return r;
+  }
   HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
   r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
   FrameHeader h{};
@@ -207,7 +212,12 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
 
   if (nranks > 1) {
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    r = connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_);
+    // Every rank listens before it says hello to the root, so a refused connection now means the rank
+    // is gone: no retrying until the timeout.
+    r = connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_, /*retryRefused=*/false);
+    if (r != loomSuccess)
+      setError(r, "bootstrap: rank %d cannot reach rank %d (%s) to form the ring: %s", rank, next,
+               b->peerAddress(next).c_str(), std::string(lastErrorDetail()).c_str());
     if (r == loomSuccess) r = b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello");
     if (r != loomSuccess) return b->blameAndAnnounce(r, next);
     while (b->ringRecvFd_ < 0) {
@@ -219,7 +229,19 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
         }
       }
       if (b->ringRecvFd_ >= 0) break;
-      r = b->acceptOne(d);
+      int culprit = -1, from = -1;
+      const size_t queued = b->unexpected_.size();
+      const bool failed = b->failureAnnounced(&culprit, &from);  // also takes in whatever is pending
+      if (!failed && b->unexpected_.size() != queued) continue;
+      if (failed) {
+        setError(loomRemoteError, "bootstrap: rank %d announced that rank %d failed", from, culprit);
+        return b->blameAndAnnounce(loomRemoteError, from);
+      }
+      {
+        QuietErrors quiet;  // a slice ending is not news
+        r = b->acceptOne(earlier(d, 0.2));
+      }
+      if (r == loomTimeout && !d.expired()) continue;
       if (r == loomTimeout)
         setError(r, "bootstrap: rank %d waited LOOM_TIMEOUT for rank %d (%s) to join the ring", rank, prev,
                  b->peerAddress(prev).c_str());
@@ -271,11 +293,15 @@ loomResult_t Bootstrap::acceptOne(const Deadline& d) {
     if (recvAll(fd, &h, sizeof(h), hd, abort_, "bootstrap: read frame") != loomSuccess ||
         !validateFrameHeader(h, id_.secret, nranks_, &why) ||
         (h.type != static_cast<uint16_t>(FrameType::Ring) && h.type != static_cast<uint16_t>(FrameType::P2p) &&
-         h.type != static_cast<uint16_t>(FrameType::Failure))) {
+         h.type != static_cast<uint16_t>(FrameType::Failure) && h.type != static_cast<uint16_t>(FrameType::Ping))) {
       LOOM_WARN(kBootstrap, "rank %d: dropped an incoming bootstrap connection: %s", rank_,
                 why.empty() ? "truncated or unexpected frame" : why.c_str());
       close(fd);
       if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap: communicator aborted");
+      continue;
+    }
+    if (h.type == static_cast<uint16_t>(FrameType::Ping)) {  // a liveness check (peerAlive): nothing to keep
+      close(fd);
       continue;
     }
     Message m{static_cast<FrameType>(h.type), h.from, h.tag, {}, -1};
@@ -298,9 +324,14 @@ loomResult_t Bootstrap::acceptOne(const Deadline& d) {
 loomResult_t Bootstrap::send(int peer, int tag, const void* data, size_t len) {
   Deadline d = deadline();
   int fd = -1;
-  loomResult_t r = connectSocket(peers_[peer].unpack(), d, abort_, &fd);
-  if (r != loomSuccess)
-    return setError(r, "bootstrap: rank %d cannot reach rank %d at %s", rank_, peer, peerAddress(peer).c_str());
+  // The peer has listened since before the table existed: refused means it is gone (no retrying).
+  loomResult_t r = connectSocket(peers_[peer].unpack(), d, abort_, &fd, /*retryRefused=*/false);
+  if (r != loomSuccess) {
+    r = setError(r, "bootstrap: rank %d cannot reach rank %d at %s: %s", rank_, peer, peerAddress(peer).c_str(),
+                 std::string(lastErrorDetail()).c_str());
+    setLastErrorPeer(peer);
+    return r;
+  }
   r = writeFrame(fd, FrameType::P2p, tag, data, len, d, "bootstrap: send");
   closeSocket(&fd);
   return r;
@@ -318,10 +349,35 @@ loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len) {
       unexpected_.erase(it);
       return loomSuccess;
     }
-    loomResult_t r = acceptOne(d);
-    if (r == loomTimeout)
-      return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a message from rank %d (%s)", rank_,
-                      peer, peerAddress(peer).c_str());
+    int culprit = -1, from = -1;
+    const size_t queued = unexpected_.size();
+    const bool failed = failureAnnounced(&culprit, &from);  // also takes in whatever is pending
+    if (!failed && unexpected_.size() != queued) continue;  // maybe the awaited message: look again
+    if (failed) {
+      loomResult_t r = setError(loomRemoteError, "bootstrap: rank %d announced that rank %d failed while rank %d "
+                                "waited for a message from rank %d", from, culprit, rank_, peer);
+      setLastErrorPeer(from);
+      return r;
+    }
+    // In slices, to look between them whether the peer is still there at all (a slice ending is not news).
+    loomResult_t r;
+    {
+      QuietErrors quiet;
+      r = acceptOne(earlier(d, 1.0));
+    }
+    if (r == loomTimeout && !d.expired()) {
+      if (peerAlive(peer)) continue;
+      r = setError(loomRemoteError, "bootstrap: rank %d was waiting for a message from rank %d (%s), which is gone",
+                   rank_, peer, peerAddress(peer).c_str());
+      setLastErrorPeer(peer);
+      return r;
+    }
+    if (r == loomTimeout) {
+      r = setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a message from rank %d (%s)", rank_, peer,
+                   peerAddress(peer).c_str());
+      setLastErrorPeer(peer);
+      return r;
+    }
     LOOM_CHECK(r);
   }
 }
@@ -333,18 +389,64 @@ loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
   return r == loomSuccess || lost < 0 ? r : blameAndAnnounce(r, lost);
 }
 
+bool Bootstrap::failureAnnounced(int* culprit, int* from) {
+  QuietErrors quiet;
+  const std::string keep = lastError();
+  pollfd p{listenFd_, POLLIN, 0};
+  while (::poll(&p, 1, 0) > 0 && acceptOne(Deadline::afterSeconds(0.05)) == loomSuccess) {
+  }
+  restoreLastError(keep);
+  for (const Message& m : unexpected_) {
+    int32_t named = -1;
+    if (m.type != FrameType::Failure || m.payload.size() != sizeof named) continue;
+    std::memcpy(&named, m.payload.data(), sizeof named);
+    if (named < 0 || named >= nranks_ || named == rank_) continue;
+    *culprit = named;
+    *from = m.from;
+    return true;
+  }
+  return false;
+}
+
+bool Bootstrap::peerAlive(int peer) {
+  // Its listener lives as long as its communicator: a refused connection means the rank is gone.  A
+  // Ping frame says why we knocked (dropped silently there); anything slow or odd counts as alive.
+  // Gone only when refused twice, 100 ms apart: one refusal is not proof enough to fail a communicator.
+  QuietErrors quiet;
+  const std::string keep = lastError();
+  loomResult_t r = loomSuccess;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) usleep(100 * 1000);
+    const Deadline d = Deadline::afterSeconds(0.2);
+    int fd = -1;
+    r = connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false);
+    if (r == loomSuccess) {
+      writeFrame(fd, FrameType::Ping, 0, nullptr, 0, d, "bootstrap: ping");
+      closeSocket(&fd);
+    }
+    if (r != loomRemoteError) break;
+  }
+  restoreLastError(keep);
+  return r != loomRemoteError;
+}
+
 int Bootstrap::blame(int lost) {
   // A peer that stopped because of an earlier failure sent its notice before closing its connections,
   // so the notice is already queued at our listener: take what is pending (a short wait, on an error path).
   const std::string keep = lastError();
+  QuietErrors quiet;
   while (acceptOne(Deadline::afterSeconds(0.02)) == loomSuccess) {
   }
+  // What `lost` announced wins; else what anyone announced (the failure is the same one); else `lost`.
   int culprit = lost;
+  bool fromLost = false;
   for (const Message& m : unexpected_) {
     int32_t named = -1;
-    if (m.type != FrameType::Failure || m.from != lost || m.payload.size() != sizeof named) continue;
+    if (m.type != FrameType::Failure || m.payload.size() != sizeof named || fromLost) continue;
     std::memcpy(&named, m.payload.data(), sizeof named);
-    if (named >= 0 && named < nranks_ && named != rank_) culprit = named;
+    if (named < 0 || named >= nranks_ || named == rank_) continue;
+    if (m.from == lost || culprit == lost) culprit = named;
+    fromLost = m.from == lost;
   }
   restoreLastError(keep);  // the drain records its own timeout
   return culprit;
@@ -352,6 +454,7 @@ int Bootstrap::blame(int lost) {
 
 void Bootstrap::announceFailure(int culprit, bool everyone) {
   const std::string keep = lastError();
+  QuietErrors quiet;
   const int32_t notice = culprit;
   const Deadline total = Deadline::afterSeconds(1.0);
   std::vector<int> to;
@@ -364,7 +467,7 @@ void Bootstrap::announceFailure(int culprit, bool everyone) {
     if (peer == culprit || peer == rank_ || total.expired()) continue;
     const Deadline d = earlier(total, 0.1);
     int fd = -1;
-    if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retry=*/false) != loomSuccess) continue;  // gone too
+    if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) continue;  // gone too
     FrameHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
     if (sendAll(fd, &h, sizeof h, d, nullptr, "bootstrap: failure notice") == loomSuccess)
       sendAll(fd, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
@@ -376,7 +479,7 @@ void Bootstrap::announceFailure(int culprit, bool everyone) {
 loomResult_t Bootstrap::blameAndAnnounce(loomResult_t r, int lost) {
   const std::string detail = lastErrorDetail();
   const int culprit = blame(lost);
-  announceFailure(culprit, /*everyone=*/false);
+  announceFailure(culprit, /*everyone=*/true);
   if (culprit == lost) return r;
   return setError(r, "bootstrap: rank %d (%s) failed or died; rank %d left the ring after noticing it (%s)", culprit,
                   peerAddress(culprit).c_str(), lost, detail.c_str());
@@ -410,10 +513,11 @@ loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost
         }
       }
       if (oi == 2 && ii == 2) break;
-      pollfd p[2];
+      pollfd p[3];
       int np = 0;
       if (oi < 2) p[np++] = {ringSendFd_, POLLOUT, 0};
       if (ii < 2) p[np++] = {ringRecvFd_, POLLIN, 0};
+      p[np++] = {listenFd_, POLLIN, 0};  // a failure notice ends the wait at once
       if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap allgather: communicator aborted");
       int rc = poll(p, np, d.remainingMs(100));
       if (rc < 0 && errno != EINTR) return setError(loomSystemError, "bootstrap allgather: poll: %s", strerror(errno));
@@ -425,6 +529,10 @@ loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost
       }
       for (int k = 0; k < np; ++k) {
         if (p[k].revents == 0) continue;
+        int culprit = -1, from = -1;
+        if (p[k].fd == listenFd_ && failureAnnounced(&culprit, &from))
+          return *lost = from, setError(loomRemoteError, "bootstrap allgather: rank %d announced that rank %d failed",
+                                        from, culprit);
         if (p[k].fd == ringSendFd_ && oi < 2) {
           ssize_t n = ::send(ringSendFd_, out[oi].p, out[oi].left, MSG_NOSIGNAL | MSG_DONTWAIT);
           if (n > 0) out[oi].p += n, out[oi].left -= static_cast<size_t>(n);

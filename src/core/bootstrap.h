@@ -24,7 +24,8 @@ namespace loom {
 
 // Failure: "I am leaving the ring because rank X failed", sent to the ring neighbours by a rank whose
 // ring connection broke, so that the failure that spreads around the ring is reported as X's.
-enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6 };
+// Ping: a liveness check (peerAlive), dropped on arrival.
+enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6, Ping = 7 };
 
 struct FrameHeader {
   uint32_t magic;
@@ -67,6 +68,11 @@ class Bootstrap {
   // connections, else `lost` itself.  announceFailure(culprit): tells the ring neighbours, or every rank,
   // that `culprit` failed; best effort, a second at most.
   int blame(int lost);
+  // Whether some rank announced a failure (looks at the listener without waiting): *culprit is the rank
+  // it named, *from the announcer.
+  bool failureAnnounced(int* culprit, int* from);
+  // Whether `peer` still listens (its process and communicator exist); false only on a refused connection.
+  bool peerAlive(int peer);
   void announceFailure(int culprit, bool everyone);
 
   // The host:port a peer's bootstrap listens on (names peers in error messages).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -160,10 +161,38 @@ bool processGone(const PeerInfo& me, const PeerInfo& p) {
          errno == ESRCH;
 }
 
+// Whether `peer` closed one of its connections with us (it destroyed or aborted the communicator).
+bool connectionClosed(const loomComm* comm, int peer) {
+  for (const auto& row : comm->connections) {
+    if (peer >= static_cast<int>(row.size())) continue;
+    const Connection& c = row[peer];
+    if ((c.send != nullptr && c.send->peerClosed()) || (c.recv != nullptr && c.recv->peerClosed())) return true;
+  }
+  return false;
+}
+
 std::string probePeers(const void* arg, int waitedFor) {
   const auto* comm = static_cast<const loomComm*>(arg);
   const PeerInfo& me = comm->peers[comm->rank];
-  if (waitedFor < 0 || waitedFor >= comm->nranks || !processGone(me, comm->peers[waitedFor])) return "";
+  if (waitedFor < 0 || waitedFor >= comm->nranks) return "";
+  if (!processGone(me, comm->peers[waitedFor])) {
+    int culprit = -1, from = -1;
+    if (comm->bootstrap != nullptr && comm->bootstrap->failureAnnounced(&culprit, &from))
+      return "rank " + std::to_string(comm->rank) + " stopped waiting for " + comm->describe(waitedFor) + ": " +
+             comm->describe(from) + " announced that " + comm->describe(culprit) + " failed";
+    if (connectionClosed(comm, waitedFor))
+      return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+             ", which closed its connection (it aborted or destroyed the communicator)";
+    // A rank on another host: knock on its bootstrap listener, at most once a second per communicator.
+    const auto now = std::chrono::steady_clock::now();
+    if (comm->peers[waitedFor].hostHash == me.hostHash || comm->bootstrap == nullptr ||
+        now - comm->lastLivenessProbe < std::chrono::seconds(1))
+      return "";
+    comm->lastLivenessProbe = now;
+    if (comm->bootstrap->peerAlive(waitedFor)) return "";
+    return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+           ", which is gone (its bootstrap listener refuses connections)";
+  }
   std::string others;
   for (const PeerInfo& p : comm->peers)
     if (p.rank != waitedFor && processGone(me, p)) others += (others.empty() ? "" : ", ") + comm->describe(p.rank);
@@ -192,9 +221,7 @@ void loomComm::explainLostPeer(loomResult_t code, int lost) {
   // from rank to rank (each stopping because its neighbour stopped) is reported everywhere as the first.
   const int culprit = bootstrap->blame(lost);
   bootstrap->announceFailure(culprit, /*everyone=*/true);
-  if (culprit != lost)
-    setError(code, "%s failed or died first; %s stopped after noticing it (%s)", describe(culprit).c_str(),
-             describe(lost).c_str(), detail.c_str());
+  if (culprit != lost) setError(code, "%s failed or died first; then: %s", describe(culprit).c_str(), detail.c_str());
 }
 
 const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {

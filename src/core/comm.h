@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,8 @@ struct loomComm {
   std::string name;
   uint64_t key = 0;  // names this communicator's shared resources (from the unique id's secret)
   std::unique_ptr<loom::Bootstrap> bootstrap;
+  // When the waits' liveness probe last knocked on a remote rank's bootstrap listener (rate limit).
+  mutable std::chrono::steady_clock::time_point lastLivenessProbe{};
   std::vector<loom::PeerInfo> peers;
   int localRanks = 1;  // ranks on this rank's host, itself included
   // Every rank's host and place on it, and the topology's plan (core/comm_topology.h).

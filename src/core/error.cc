@@ -13,7 +13,11 @@ namespace {
 thread_local char tlsMessage[1024];
 thread_local size_t tlsDetailAt = 0;  // where the message follows the result code's name
 thread_local int tlsPeer = -1;
+thread_local int tlsQuiet = 0;
 }
+
+QuietErrors::QuietErrors() { ++tlsQuiet; }
+QuietErrors::~QuietErrors() { --tlsQuiet; }
 
 loomResult_t setError(loomResult_t code, const char* fmt, ...) {
   char msg[sizeof(tlsMessage) - 64];
@@ -25,7 +29,7 @@ loomResult_t setError(loomResult_t code, const char* fmt, ...) {
   tlsDetailAt = at > 0 ? static_cast<size_t>(at) : 0;
   snprintf(tlsMessage + tlsDetailAt, sizeof(tlsMessage) - tlsDetailAt, "%s", msg);
   tlsPeer = -1;
-  LOOM_WARN(kAllSubsys, "%s", tlsMessage);
+  if (tlsQuiet == 0) LOOM_WARN(kAllSubsys, "%s", tlsMessage);
   return code;
 }
 

@@ -21,6 +21,16 @@ void restoreLastError(const std::string& saved);
 int lastErrorPeer();
 void setLastErrorPeer(int rank);
 
+// While one lives, this thread's setError() records without logging: for best-effort steps on an error
+// path (failure notices to peers that may be gone), whose own failures are expected and not news.
+class QuietErrors {
+ public:
+  QuietErrors();
+  ~QuietErrors();
+  QuietErrors(const QuietErrors&) = delete;
+  QuietErrors& operator=(const QuietErrors&) = delete;
+};
+
 // A point in time after which a wait gives up with loomTimeout.
 class Deadline {
  public:

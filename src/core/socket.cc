@@ -195,7 +195,7 @@ loomResult_t listenSocket(SocketAddress* addr, int* fd) {
 }
 
 loomResult_t connectSocket(const SocketAddress& addr, const Deadline& deadline, const std::atomic<bool>* abort,
-                           int* fd, bool retry) {
+                           int* fd, bool retryRefused) {
   int delayMs = 1;
   for (;;) {
     LOOM_CHECK(checkAbort(abort, "connect"));
@@ -223,7 +223,8 @@ loomResult_t connectSocket(const SocketAddress& addr, const Deadline& deadline, 
     bool retriable = err == ECONNREFUSED || err == ECONNRESET || err == EAGAIN || err == ENETUNREACH ||
                      err == EHOSTUNREACH || err == ETIMEDOUT;
     if (!retriable) return setError(loomSystemError, "connect to %s: %s", addr.toString().c_str(), strerror(err));
-    if (!retry) return setError(loomRemoteError, "connect to %s: %s", addr.toString().c_str(), strerror(err));
+    if (err == ECONNREFUSED && !retryRefused)
+      return setError(loomRemoteError, "connect to %s: %s", addr.toString().c_str(), strerror(err));
     if (deadline.expired())
       return setError(loomTimeout, "connect to %s: still failing (%s) after LOOM_TIMEOUT", addr.toString().c_str(),
                       strerror(err));

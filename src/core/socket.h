@@ -29,10 +29,11 @@ loomResult_t parseHostPort(const std::string& text, SocketAddress* out);
 
 // A listening socket bound to `addr` (port 0 picks one; addr is updated with the real port).
 loomResult_t listenSocket(SocketAddress* addr, int* fd);
-// Connects, retrying refused connections until the deadline (the listener may not be up yet) unless
-// `retry` is false (a best-effort message to a peer that may be gone: one attempt).
+// Connects, retrying failed attempts until the deadline (the listener may not be up yet).  With
+// retryRefused false, a refused connection (nobody listens: the peer is gone) ends it at once with
+// loomRemoteError; other failures (unreachable network) are still retried.
 loomResult_t connectSocket(const SocketAddress& addr, const Deadline& deadline, const std::atomic<bool>* abort,
-                           int* fd, bool retry = true);
+                           int* fd, bool retryRefused = true);
 // Waits for one incoming connection; *fd = -1 when the deadline passed.
 loomResult_t acceptSocket(int listenFd, const Deadline& deadline, const std::atomic<bool>* abort, int* fd);
 

@@ -52,6 +52,9 @@ class SendQueue {
   // it, the data survives this process exiting.  Shared memory has nothing to wait for.
   virtual loomResult_t flush(const WaitContext& ctx) { return loomSuccess; }
   virtual bool needsFlush() const { return false; }
+  // True once the receiving end went away (its rank destroyed or aborted the communicator); transports
+  // that see this as a closed connection anyway leave it false.  Read by the waits' liveness probe.
+  virtual bool peerClosed() const { return false; }
 };
 
 class RecvQueue {
@@ -67,6 +70,8 @@ class RecvQueue {
 
   // Whether the slot returned by the last wait() is a direct post (its data pointer is then null) and,
   // if so, copies its `bytes` from the sender's memory to dst.
+  // True once the sending end went away (see SendQueue::peerClosed).
+  virtual bool peerClosed() const { return false; }
   virtual bool isDirect() const { return false; }
   virtual loomResult_t readDirect(void* dst) { return loomInternalError; }
 };

@@ -232,6 +232,45 @@ TEST(Comm, AbortFromAnotherThreadUnblocksTheCall) {
   }, 60);
 }
 
+// The peers of a rank that aborts see it: they fail (not hang) naming that rank, while its process is
+// still alive, long before their timeout.
+void abortSeenByPeersCase() {
+  runRanks(3, [](int rank, loomComm_t comm) {
+    std::vector<float> v(1 << 16, 1.0f);
+    if (rank == 0) {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        loomCommAbort(comm);
+      });
+      EXPECT_NE(loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, loomSum, comm, nullptr), loomSuccess);
+      aborter.join();
+      sleep(4);  // alive: the peers must notice the abort itself, not this process exiting
+      _exit(::testing::Test::HasFailure() ? 1 : 0);  // the comm is gone: runRanks must not destroy it
+    }
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));  // joins after the abort
+    // Rank 0 may have handed over all of its part of the first call before it aborted (then that call
+    // completes, correctly); the next one cannot.
+    loomResult_t r = loomSuccess;
+    for (int call = 0; call < 3 && r == loomSuccess; ++call) {
+      auto t0 = std::chrono::steady_clock::now();
+      r = loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, loomSum, comm, nullptr);
+      if (r != loomSuccess) {
+        EXPECT_LT(secondsSince(t0), 3.0) << "peers must not wait for their timeout (10 s)";
+      }
+    }
+    EXPECT_EQ(r, loomRemoteError) << loomGetLastError(comm);
+    EXPECT_NE(std::string(loomGetLastError(comm)).find("rank 0"), std::string::npos) << loomGetLastError(comm);
+  }, 60, /*commTimeoutSec=*/10);
+}
+
+TEST(Comm, AbortIsSeenByThePeers) { abortSeenByPeersCase(); }
+
+TEST(Comm, AbortIsSeenByThePeersOverSockets) {
+  setenv("LOOM_SHM_DISABLE", "1", 1);
+  abortSeenByPeersCase();
+  unsetenv("LOOM_SHM_DISABLE");
+}
+
 }  // namespace
 
 namespace {

@@ -47,6 +47,18 @@ def loom_shm_entries():
         return set()
 
 
+_next_port = [0]
+
+
+def netns_port(rng):
+    """A port for LOOM_COMM_ID on namespace hosts: below the ephemeral range (32768 and up, where the
+    ranks' own sockets live) and never the same twice in one campaign."""
+    if _next_port[0] == 0:
+        _next_port[0] = 20000 + rng.randrange(6000)
+    _next_port[0] = 20000 + (_next_port[0] - 20000 + 1) % 12000
+    return _next_port[0]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,7 +106,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     lo, hi = DELAY_RANGE[phase]
     delay = trial_rng.uniform(lo, hi)
     if hosts:
-        comm_id = f"{hosts.addrs[0]}:{20000 + trial_rng.randrange(20000)}"
+        comm_id = f"{hosts.addrs[0]}:{netns_port(trial_rng)}"
     else:
         comm_id = f"127.0.0.1:{free_port()}"
     env = dict(os.environ, LOOM_COMM_ID=comm_id, LOOM_TIMEOUT=str(args.timeout), LOOM_NET=args.net,
@@ -187,7 +199,7 @@ def launch(args, phase, hosts, env, workdir):
 def run_netfault_trial(args, hosts, trial_rng, workdir):
     """The ranks stream allreduces for a while; the last host's network breaks in the middle."""
     n, kind = args.ranks, args.netfault
-    comm_id = f"{hosts.addrs[0]}:{20000 + trial_rng.randrange(20000)}"
+    comm_id = f"{hosts.addrs[0]}:{netns_port(trial_rng)}"
     expect_error = kind == "blackhole" or args.timeout < 2
     stream_s = args.timeout + 5.0 if expect_error else 6.0  # outlasts the failure, or the outage
     env = dict(os.environ, LOOM_COMM_ID=comm_id, LOOM_TIMEOUT=str(args.timeout), LOOM_NET=args.net,

@@ -31,6 +31,10 @@ struct FifoHeader {
   alignas(kLine) std::atomic<uint32_t> tail;      // slots released
   std::atomic<uint32_t> receiverSleeping;         // receiver waits on `head`
   std::atomic<uint32_t> directReads;              // direct posts read (the sender waits on it too)
+  // Raised by each end when it goes away (destroy or abort), so that the other end's waits end with an
+  // error at once instead of at the timeout; the process may well live on.
+  alignas(kLine) std::atomic<uint32_t> senderClosed;
+  std::atomic<uint32_t> receiverClosed;
   // Written once by the creator.
   alignas(kLine) uint64_t magic;
   uint32_t nslots;
@@ -93,7 +97,14 @@ class ShmRecvQueue : public RecvQueue {
         slots_(static_cast<char*>(seg_->data()) + offset),
         sender_(sender) {}
 
+  ~ShmRecvQueue() override {
+    h_->receiverClosed.store(1, std::memory_order_release);
+    futexWake(&h_->tail);
+    futexWake(&h_->directReads);
+  }
+
   size_t slotBytes() const override { return h_->slotBytes; }
+  bool peerClosed() const override { return h_->senderClosed.load(std::memory_order_acquire) != 0; }
 
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override {
     if (!ready()) LOOM_CHECK(waitUntil([&] { return ready(); }, &h_->head, &h_->receiverSleeping, ctx));
@@ -147,7 +158,13 @@ class ShmSendQueue : public SendQueue {
         slots_(static_cast<char*>(seg_->data()) + offset),
         direct_(direct) {}
 
+  ~ShmSendQueue() override {
+    h_->senderClosed.store(1, std::memory_order_release);
+    futexWake(&h_->head);
+  }
+
   size_t slotBytes() const override { return h_->slotBytes; }
+  bool peerClosed() const override { return h_->receiverClosed.load(std::memory_order_acquire) != 0; }
 
   loomResult_t acquire(void** slot, const WaitContext& ctx) override {
     if (!free()) LOOM_CHECK(waitUntil([&] { return free(); }, &h_->tail, &h_->senderSleeping, ctx));

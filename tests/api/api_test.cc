@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/params.h"
 #include "loom.h"
@@ -159,6 +162,96 @@ TEST_F(SingleRank, RootedAndSpreadCollectivesCheckTheirArguments) {
   EXPECT_EQ(w[3], 4);
   ASSERT_EQ(loomReduce(v, w, 4, loomInt8, loomProd, 0, comm, nullptr), loomSuccess);
   EXPECT_EQ(w[2], 3);
+}
+
+// Every entry point that takes a communicator, given none, a freed one and a pointer to something else:
+// loomInvalidArgument with a message, never a crash.
+TEST_F(SingleRank, EveryEntryPointRefusesAMissingOrFreedComm) {
+  loomComm_t freed = nullptr;
+  {
+    loomUniqueId id;
+    ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+    ASSERT_EQ(loomCommInitRank(&freed, 1, id, 0), loomSuccess);
+    ASSERT_EQ(loomCommDestroy(freed), loomSuccess);
+  }
+  int notAComm[64] = {};
+  float buf[8] = {};
+  int n = 0;
+  loomResult_t e = loomSuccess;
+  loomRedOp_t op = loomSum;
+  float scalar = 2.0f;
+  for (loomComm_t bad : {static_cast<loomComm_t>(nullptr), freed, reinterpret_cast<loomComm_t>(notAComm)}) {
+    SCOPED_TRACE(bad == nullptr ? "NULL comm" : bad == freed ? "freed comm" : "not a comm");
+    const std::vector<std::pair<const char*, std::function<loomResult_t()>>> calls = {
+        {"loomCommCount", [&] { return loomCommCount(bad, &n); }},
+        {"loomCommUserRank", [&] { return loomCommUserRank(bad, &n); }},
+        {"loomCommGetAsyncError", [&] { return loomCommGetAsyncError(bad, &e); }},
+        {"loomAllReduce", [&] { return loomAllReduce(buf, buf, 8, loomFloat32, loomSum, bad, nullptr); }},
+        {"loomBroadcast", [&] { return loomBroadcast(buf, buf, 8, loomFloat32, 0, bad, nullptr); }},
+        {"loomReduce", [&] { return loomReduce(buf, buf, 8, loomFloat32, loomSum, 0, bad, nullptr); }},
+        {"loomAllGather", [&] { return loomAllGather(buf, buf, 8, loomFloat32, bad, nullptr); }},
+        {"loomReduceScatter", [&] { return loomReduceScatter(buf, buf, 8, loomFloat32, loomSum, bad, nullptr); }},
+        {"loomAllToAll", [&] { return loomAllToAll(buf, buf, 8, loomFloat32, bad, nullptr); }},
+        {"loomSend", [&] { return loomSend(buf, 8, loomFloat32, 0, bad, nullptr); }},
+        {"loomRecv", [&] { return loomRecv(buf, 8, loomFloat32, 0, bad, nullptr); }},
+        {"loomCommSplit", [&] {
+           loomComm_t sub = nullptr;
+           return loomCommSplit(bad, 0, 0, &sub, nullptr);
+         }},
+        {"loomRedOpCreatePreMulSum",
+         [&] { return loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, loomScalarHostImmediate, bad); }},
+        {"loomRedOpDestroy", [&] { return loomRedOpDestroy(static_cast<loomRedOp_t>(loomNumOps), bad); }},
+        {"loomCommDestroy", [&] { return loomCommDestroy(bad); }},
+        {"loomCommAbort", [&] { return loomCommAbort(bad); }},
+    };
+    for (const auto& [name, call] : calls) {
+      EXPECT_EQ(call(), loomInvalidArgument) << name;
+      EXPECT_NE(std::string(loomGetLastError(nullptr)).find(name), std::string::npos)
+          << name << " should be named in: " << loomGetLastError(nullptr);
+    }
+  }
+}
+
+// Output pointers, counts, peers and ops out of range: refused with a message, the comm unharmed.
+TEST_F(SingleRank, PointersCountsPeersAndOpsAreChecked) {
+  float buf[8] = {};
+  EXPECT_EQ(loomGetUniqueId(nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommGetAsyncError(comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommSplit(comm, 0, 0, nullptr, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitAll(nullptr, 2, nullptr), loomInvalidArgument);
+  loomComm_t comms[2];
+  EXPECT_EQ(loomCommInitAll(comms, 0, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitAll(comms, -3, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomSend(buf, 8, loomFloat32, 1, comm, nullptr), loomInvalidArgument) << "peer 1 of 1 rank";
+  EXPECT_EQ(loomRecv(buf, 8, loomFloat32, -1, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomSend(nullptr, 8, loomFloat32, 0, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomRecv(nullptr, 8, loomFloat32, 0, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomSend(buf, static_cast<size_t>(-1), loomFloat32, 0, comm, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomAllToAll(buf, buf + 1, 2, loomFloat32, comm, nullptr), loomInvalidArgument) << "overlap";
+  EXPECT_EQ(loomAllToAll(buf, buf, static_cast<size_t>(1) << 62, loomFloat64, comm, nullptr), loomInvalidArgument);
+  loomRedOp_t op;
+  float scalar = 0.5f;
+  EXPECT_EQ(loomRedOpCreatePreMulSum(nullptr, &scalar, loomFloat32, loomScalarHostImmediate, comm), loomInvalidArgument);
+  EXPECT_EQ(loomRedOpCreatePreMulSum(&op, nullptr, loomFloat32, loomScalarHostImmediate, comm), loomInvalidArgument);
+  EXPECT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, static_cast<loomDataType_t>(77), loomScalarHostImmediate, comm),
+            loomInvalidArgument);
+  EXPECT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, static_cast<loomScalarResidence_t>(9), comm),
+            loomInvalidArgument);
+  EXPECT_EQ(loomRedOpDestroy(loomSum, comm), loomInvalidArgument) << "built-in ops are not destroyed";
+  EXPECT_EQ(loomRedOpDestroy(static_cast<loomRedOp_t>(loomNumOps + 40), comm), loomInvalidArgument);
+  ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, loomScalarHostImmediate, comm), loomSuccess);
+  int ints[2] = {};
+  EXPECT_EQ(loomAllReduce(ints, ints, 2, loomInt32, op, comm, nullptr), loomInvalidArgument)
+      << "an op made for float32 used with int32";
+  ASSERT_EQ(loomRedOpDestroy(op, comm), loomSuccess);
+  EXPECT_EQ(loomRedOpDestroy(op, comm), loomInvalidArgument) << "destroyed twice";
+  EXPECT_EQ(loomAllReduce(buf, buf, 8, loomFloat32, op, comm, nullptr), loomInvalidArgument) << "used after destroy";
+  EXPECT_EQ(loomGroupEnd(), loomInvalidUsage) << "GroupEnd without GroupStart";
+  // None of it reached the communicator.
+  loomResult_t async = loomInternalError;
+  ASSERT_EQ(loomCommGetAsyncError(comm, &async), loomSuccess);
+  EXPECT_EQ(async, loomSuccess);
+  EXPECT_EQ(loomAllReduce(buf, buf, 8, loomFloat32, loomSum, comm, nullptr), loomSuccess);
 }
 
 TEST_F(SingleRank, DestroyedCommIsRefusedNotUsed) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "core/log.h"
@@ -220,6 +221,7 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
                b->peerAddress(next).c_str(), std::string(lastErrorDetail()).c_str());
     if (r == loomSuccess) r = b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello");
     if (r != loomSuccess) return b->blameAndAnnounce(r, next);
+    auto lastKnock = Deadline::Clock::now();
     while (b->ringRecvFd_ < 0) {
       for (auto it = b->unexpected_.begin(); it != b->unexpected_.end(); ++it) {
         if (it->type == FrameType::Ring && it->from == prev) {
@@ -241,7 +243,15 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
         QuietErrors quiet;  // a slice ending is not news
         r = b->acceptOne(earlier(d, 0.2));
       }
-      if (r == loomTimeout && !d.expired()) continue;
+      if (r == loomTimeout && !d.expired()) {
+        // Once a second: a previous rank that died before connecting would otherwise cost the timeout.
+        if (Deadline::Clock::now() - lastKnock < std::chrono::seconds(1)) continue;
+        lastKnock = Deadline::Clock::now();
+        if (b->peerAlive(prev)) continue;
+        setError(loomRemoteError, "bootstrap: rank %d (%s) is gone before joining the ring", prev,
+                 b->peerAddress(prev).c_str());
+        return b->blameAndAnnounce(loomRemoteError, prev);
+      }
       if (r == loomTimeout)
         setError(r, "bootstrap: rank %d waited LOOM_TIMEOUT for rank %d (%s) to join the ring", rank, prev,
                  b->peerAddress(prev).c_str());

@@ -18,6 +18,8 @@
 #include "core/params.h"
 #include "transport/registry.h"
 
+#include "transport/shm/shm_transport.h"
+
 namespace loom {
 
 namespace {
@@ -113,7 +115,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
-  LOOM_CHECK(tuneCostModel(comm.get()));
+  LOOM_CHECK(comm->fail(tuneCostModel(comm.get())));  // its collectives can lose peers like any other
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
   *out = comm.release();
@@ -204,6 +206,16 @@ std::string probePeers(const void* arg, int waitedFor) {
 }  // namespace loom
 
 using namespace loom;
+
+loomComm::~loomComm() {
+  // A peer on this host that died between creating its receiving segment for us and our opening it
+  // leaves the name behind (the opener unlinks it): remove those names, which are known.
+  if (peers.size() != static_cast<size_t>(nranks) || rank < 0 || rank >= nranks) return;
+  std::vector<int> local;
+  for (const PeerInfo& p : peers)
+    if (p.rank != rank && p.hostHash == peers[rank].hostHash) local.push_back(p.rank);
+  removeShmLeftovers(key, rank, local, static_cast<int>(connections.size()));
+}
 
 loomResult_t loomComm::fail(loomResult_t code) {
   if (code != loomSuccess && error == loomSuccess) {

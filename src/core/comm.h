@@ -52,6 +52,7 @@ void unregisterComm(loomComm* comm);  // after this, new CommCalls on comm fail
 }  // namespace loom
 
 struct loomComm {
+  ~loomComm();
   int rank = 0;
   int nranks = 0;
   double timeoutSec = 0;

@@ -679,7 +679,13 @@ loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& c
                                IbQp* qp) {
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   int fd = -1;
-  LOOM_CHECK(connectSocket(addr, deadline, nullptr, &fd));
+  if (connectSocket(addr, deadline, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) {
+    const loomResult_t r = setError(loomRemoteError,
+                                    "ib: rank %d cannot reach rank %d at %s: %s", req.self, req.peer,
+                                    addr.toString().c_str(), std::string(lastErrorDetail()).c_str());
+    setLastErrorPeer(req.peer);
+    return r;
+  }
   NetHello h = makeNetHello(kMagic, req, ci.token, 0, 1);
   QpInfo mine = qp->info(), peer{};
   const char ready = 1;

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_transport.h"
 
 #include <sys/uio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,11 +92,12 @@ loomResult_t readFromProcess(pid_t pid, uint64_t source, void* dst, size_t bytes
 
 class ShmRecvQueue : public RecvQueue {
  public:
-  ShmRecvQueue(std::unique_ptr<ShmSegment> seg, size_t offset, pid_t sender)
+  ShmRecvQueue(std::unique_ptr<ShmSegment> seg, size_t offset, pid_t sender, int peer)
       : seg_(std::move(seg)),
         h_(static_cast<FifoHeader*>(seg_->data())),
         slots_(static_cast<char*>(seg_->data()) + offset),
-        sender_(sender) {}
+        sender_(sender),
+        peer_(peer) {}
 
   ~ShmRecvQueue() override {
     h_->receiverClosed.store(1, std::memory_order_release);
@@ -123,7 +125,12 @@ class ShmRecvQueue : public RecvQueue {
   bool isDirect() const override { return source_ != 0; }
 
   loomResult_t readDirect(void* dst) override {
-    LOOM_CHECK(readFromProcess(sender_, source_, dst, bytes_));
+    if (readFromProcess(sender_, source_, dst, bytes_) != loomSuccess) {
+      const loomResult_t r = setError(loomRemoteError, "shm: cannot read rank %d's data (pid %d): %s", peer_,
+                                      static_cast<int>(sender_), std::string(lastErrorDetail()).c_str());
+      setLastErrorPeer(peer_);
+      return r;
+    }
     publishAndWake(&h_->directReads, ++directReads_, &h_->senderSleeping);
     return loomSuccess;
   }
@@ -145,6 +152,7 @@ class ShmRecvQueue : public RecvQueue {
   uint32_t tail_ = 0;      // our copy of h_->tail
   uint32_t headSeen_ = 0;  // last head value read
   pid_t sender_;
+  int peer_;               // the sender's rank, for messages
   uint64_t source_ = 0;    // of the slot taken last
   size_t bytes_ = 0;
   uint32_t directReads_ = 0;
@@ -226,13 +234,21 @@ bool directReadWorks(const PeerInfo& self, const PeerInfo& peer, uint64_t magicA
          magic == kFifoMagic;
 }
 
-std::string segmentName(const ConnectRequest& req, int sender, int receiver) {
+std::string segmentName(uint64_t key, int sender, int receiver, int channel) {
   char buf[96];
-  snprintf(buf, sizeof(buf), "/loom-%016" PRIx64 "-%d-%d-%d", req.commKey, sender, receiver, req.channel);
+  snprintf(buf, sizeof(buf), "/loom-%016" PRIx64 "-%d-%d-%d", key, sender, receiver, channel);
   return buf;
+}
+std::string segmentName(const ConnectRequest& req, int sender, int receiver) {
+  return segmentName(req.commKey, sender, receiver, req.channel);
 }
 
 }  // namespace
+
+void removeShmLeftovers(uint64_t key, int self, const std::vector<int>& localPeers, int channels) {
+  for (int c = 0; c < channels; ++c)
+    for (int p : localPeers) shm_unlink(segmentName(key, self, p, c).c_str());
+}
 
 bool ShmTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                            std::string* reason) const {
@@ -273,7 +289,8 @@ loomResult_t ShmTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
   ci.magicAddress = reinterpret_cast<uint64_t>(&h->magic);
   std::memset(info, 0, sizeof(*info));
   std::memcpy(info->bytes, &ci, sizeof(ci));
-  *recv = std::make_unique<ShmRecvQueue>(std::move(seg), ci.slotOffset, static_cast<pid_t>(req.peerInfo->pid));
+  *recv = std::make_unique<ShmRecvQueue>(std::move(seg), ci.slotOffset, static_cast<pid_t>(req.peerInfo->pid),
+                                         req.peer);
   LOOM_TRACE(kTransport, "shm: rank %d receives from rank %d in %s (%u x %u B)", req.self, req.peer, ci.name,
              ci.nslots, ci.slotBytes);
   return loomSuccess;

@@ -3,6 +3,9 @@
 // the sender maps it, and the sender unlinks the name once mapped.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "transport/transport.h"
 
 namespace loom {
@@ -15,5 +18,9 @@ class ShmTransport : public Transport {
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
                            std::unique_ptr<SendQueue>* send) override;
 };
+
+// Removes the segment names peers on this host created for `self` as sender in communicator `key`
+// (channels 0..channels-1): normally the opener already did; a peer that died first leaves them.
+void removeShmLeftovers(uint64_t key, int self, const std::vector<int>& localPeers, int channels);
 
 }  // namespace loom

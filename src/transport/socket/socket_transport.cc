@@ -244,8 +244,14 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
   loomResult_t r = loomSuccess;
   for (int32_t j = 0; j < ci.count && r == loomSuccess; ++j) {
     int fd = -1;
-    r = connectSocket(addr, deadline, nullptr, &fd);
-    if (r != loomSuccess) break;
+    // The receiver listened before it published the address: refused means it is gone.
+    r = connectSocket(addr, deadline, nullptr, &fd, /*retryRefused=*/false);
+    if (r != loomSuccess) {
+      r = setError(r, "socket: rank %d cannot reach rank %d at %s: %s", req.self, req.peer, addr.toString().c_str(),
+                   std::string(lastErrorDetail()).c_str());
+      setLastErrorPeer(req.peer);
+      break;
+    }
     fds.push_back(fd);
     NetHello h = makeNetHello(kMagic, req, ci.token, j, ci.count);
     r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");

@@ -70,44 +70,92 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
   int nranks = -1, joined = 0;
   std::vector<int> fds;
   std::vector<PackedAddress> table;
+  // Hellos are read from every connected client at once, each with its own short deadline, so that a
+  // slow or silent client (slowloris) cannot hold up the ranks behind it; at most kMaxPending at a time.
+  struct Pending {
+    int fd;
+    Deadline until;
+    size_t have;
+    char buf[sizeof(FrameHeader) + sizeof(HelloPayload)];
+  };
+  constexpr size_t kMaxPending = 256;
+  std::vector<Pending> pending;
+  const auto drop = [&](size_t i, const char* why) {
+    LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)", why);
+    close(pending[i].fd);
+    pending.erase(pending.begin() + static_cast<long>(i));
+  };
   while (nranks < 0 || joined < nranks) {
-    int fd = -1;
-    if (acceptSocket(listenFd, deadline, nullptr, &fd) != loomSuccess || fd < 0) {
+    if (deadline.expired()) {
       LOOM_WARN(kBootstrap, "bootstrap root: only %d of %d ranks joined within LOOM_TIMEOUT; giving up", joined,
                 nranks);
       break;
     }
-    FrameHeader h{};
-    HelloPayload hello{};
-    Deadline hd = earlier(deadline, kHeaderSeconds);
-    std::string why;
-    if (recvAll(fd, &h, sizeof(h), hd, nullptr, "bootstrap root: read hello") != loomSuccess ||
-        !validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
-        h.length != sizeof(hello) || recvAll(fd, &hello, sizeof(hello), hd, nullptr, "bootstrap root") != loomSuccess) {
-      LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)",
-                why.empty() ? "bad type, length or truncated" : why.c_str());
-      close(fd);
-      continue;
-    }
-    if (nranks < 0) {
-      if (hello.nranks < 1) {
+    std::vector<pollfd> p{{listenFd, POLLIN, 0}};
+    for (const Pending& c : pending) p.push_back({c.fd, POLLIN, 0});
+    if (::poll(p.data(), p.size(), deadline.remainingMs(100)) < 0 && errno != EINTR) break;
+    if (p[0].revents != 0) {
+      int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0 && pending.size() >= kMaxPending) {
+        LOOM_WARN(kBootstrap, "bootstrap root: %zu connections already pending; refused one more", pending.size());
         close(fd);
+      } else if (fd >= 0) {
+        pending.push_back({fd, earlier(deadline, kHeaderSeconds), 0, {}});
+      }
+    }
+    // Newest last: walk backwards so that dropping one leaves the indices of the rest valid.
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& c = pending[i];
+      const bool readable = i + 1 < p.size() && p[i + 1].fd == c.fd && p[i + 1].revents != 0;
+      if (readable) {
+        const ssize_t n = ::recv(c.fd, c.buf + c.have, sizeof(c.buf) - c.have, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          drop(i, "closed before a whole hello");
+          continue;
+        }
+        if (n > 0) c.have += static_cast<size_t>(n);
+      }
+      if (c.have == sizeof(FrameHeader)) {  // the header alone says whether to wait for the rest
+        FrameHeader h{};
+        std::memcpy(&h, c.buf, sizeof h);
+        std::string why;
+        if (!validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
+            h.length != sizeof(HelloPayload)) {
+          drop(i, why.empty() ? "bad type or length" : why.c_str());
+          continue;
+        }
+      }
+      if (c.have < sizeof(c.buf)) {
+        if (c.until.expired()) drop(i, "too slow");
         continue;
       }
-      nranks = hello.nranks;
-      fds.assign(nranks, -1);
-      table.assign(nranks, PackedAddress{});
+      FrameHeader h{};
+      HelloPayload hello{};
+      std::memcpy(&h, c.buf, sizeof h);
+      std::memcpy(&hello, c.buf + sizeof h, sizeof hello);
+      std::string why;
+      if (!validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
+          h.length != sizeof(HelloPayload) || hello.nranks < 1 || (nranks > 0 && hello.nranks != nranks) ||
+          hello.rank < 0 || hello.rank >= hello.nranks) {
+        drop(i, why.empty() ? "rank or size out of range, or another job size" : why.c_str());
+        continue;
+      }
+      if (nranks < 0) {
+        nranks = hello.nranks;
+        fds.assign(nranks, -1);
+        table.assign(nranks, PackedAddress{});
+      }
+      if (fds[hello.rank] >= 0) {
+        drop(i, "that rank already joined");
+        continue;
+      }
+      fds[hello.rank] = c.fd;
+      table[hello.rank] = hello.listen;
+      ++joined;
+      pending.erase(pending.begin() + static_cast<long>(i));
     }
-    if (hello.nranks != nranks || hello.rank < 0 || hello.rank >= nranks || fds[hello.rank] >= 0) {
-      LOOM_WARN(kBootstrap, "bootstrap root: rank %d/%d conflicts with the job (nranks %d, or that rank already "
-                "joined); dropped", hello.rank, hello.nranks, nranks);
-      close(fd);
-      continue;
-    }
-    fds[hello.rank] = fd;
-    table[hello.rank] = hello.listen;
-    ++joined;
   }
+  for (const Pending& c : pending) close(c.fd);
   if (nranks > 0 && joined < nranks) {
     // Tell the ranks that did join which ones never came, so that each can name them (tag kMissingTag).
     std::vector<int32_t> missing;

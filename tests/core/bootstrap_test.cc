@@ -1,8 +1,11 @@
 #include "core/bootstrap.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -118,6 +121,55 @@ TEST(Bootstrap, GarbageAndWrongSecretsDoNotDisturbTheJob) {
   });
   closeSocket(&junk);
   closeSocket(&wrong);
+}
+
+// Clients that dribble one byte at a time (slowloris), announce a huge frame, stop halfway or come with
+// a stale id's secret are dropped by the root, each on its own deadline: the job behind them still forms
+// at once (the root used to read hellos one after another, 5 s each).
+TEST(Bootstrap, SlowAndHostileClientsDoNotHoldUpTheJob) {
+  UniqueIdData id = freshId(), stale = freshId();
+  SocketAddress root = id.root.unpack();
+  std::vector<int> clients;
+  const auto connectToRoot = [&] {
+    int fd = -1;
+    EXPECT_EQ(connectSocket(root, Deadline::afterSeconds(5), nullptr, &fd), loomSuccess);
+    clients.push_back(fd);
+    return fd;
+  };
+  FrameHeader h{};
+  h.magic = 0x4c4d4253;
+  h.type = 1;
+  h.from = 0;
+  std::memcpy(h.secret, id.secret, sizeof h.secret);
+  h.length = kMaxFrameBytes * 1000;  // huge
+  sendAll(connectToRoot(), &h, sizeof h, Deadline::afterSeconds(5), nullptr, "t");
+  h.length = 24;
+  sendAll(connectToRoot(), &h, sizeof h / 2, Deadline::afterSeconds(5), nullptr, "t");  // truncated, stays open
+  FrameHeader old = h;
+  std::memcpy(old.secret, stale.secret, sizeof old.secret);
+  sendAll(connectToRoot(), &old, sizeof old, Deadline::afterSeconds(5), nullptr, "t");  // a stale id
+  std::vector<int> slow;
+  for (int i = 0; i < 5; ++i) slow.push_back(connectToRoot());
+  std::atomic<bool> done{false};
+  std::thread dribble([&] {
+    const char* bytes = reinterpret_cast<const char*>(&h);
+    for (size_t k = 0; k < sizeof h && !done.load(); ++k) {
+      for (int fd : slow) ::send(fd, bytes + k, 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  runThreads(3, id, [&](Bootstrap& b) {
+    std::vector<int> v(3);
+    v[b.rank()] = b.rank() + 1;
+    ASSERT_EQ(b.allGather(v.data(), sizeof(int)), loomSuccess) << lastError();
+    EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0)
+      << "the job waited behind the hostile clients";
+  done = true;
+  dribble.join();
+  for (int& fd : clients) closeSocket(&fd);
 }
 
 TEST(Bootstrap, MissingRanksTimeOut) {

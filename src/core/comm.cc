@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -17,7 +17,6 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/registry.h"
-
 #include "transport/shm/shm_transport.h"
 
 namespace loom {

@@ -1,7 +1,7 @@
 #include "core/error.h"
 
-#include <cstdarg>
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <string>
 

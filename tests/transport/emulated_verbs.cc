@@ -542,25 +542,17 @@ void breakAllQueuePairs() {
   for (auto& [qpn, q] : g.qps) toError(q);
 }
 
-uint64_t writesWithImm() {
+namespace {
+uint64_t counter(const uint64_t State::*which) {
   std::lock_guard<std::mutex> lock(g.mu);
-  return g.withImm;
+  return g.*which;
 }
+}  // namespace
 
-uint64_t cmEstablished() {
-  std::lock_guard<std::mutex> lock(g.mu);
-  return g.cmEstablished;
-}
-
-uint64_t cmRejected() {
-  std::lock_guard<std::mutex> lock(g.mu);
-  return g.cmRejected;
-}
-
-uint64_t plainWrites() {
-  std::lock_guard<std::mutex> lock(g.mu);
-  return g.plain;
-}
+uint64_t writesWithImm() { return counter(&State::withImm); }
+uint64_t plainWrites() { return counter(&State::plain); }
+uint64_t cmEstablished() { return counter(&State::cmEstablished); }
+uint64_t cmRejected() { return counter(&State::cmRejected); }
 
 }  // namespace emulated
 }  // namespace loom

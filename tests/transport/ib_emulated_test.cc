@@ -23,19 +23,29 @@ WaitContext quick(double seconds) {
   return c;
 }
 
-struct Link {
+// The two ends of one connection on the installed device: rank 1 receives (and publishes ci), rank 0 sends.
+struct Ends {
   IbTransport ib;
   PeerInfo a{}, b{};
+  ConnectInfo ci{};
   std::unique_ptr<RecvQueue> recv;
   std::unique_ptr<SendQueue> send;
+  uint64_t key = 0x1b00000000000000ull ^ static_cast<uint64_t>(getpid());
+  loomResult_t listen() {
+    ConnectRequest atReceiver{1, 0, 0, key, &b, &a};
+    return ib.createRecv(atReceiver, &ci, &recv);
+  }
+  loomResult_t connect(const ConnectInfo& published) {
+    ConnectRequest atSender{0, 1, 0, key, &a, &b};
+    return ib.connectSend(atSender, published, &send);
+  }
+};
+
+struct Link : Ends {
   explicit Link(const emulated::Options& o) {
     emulated::install(o);
-    ConnectInfo ci{};
-    const uint64_t key = 0x1b00000000000000ull ^ static_cast<uint64_t>(getpid());
-    ConnectRequest atReceiver{1, 0, 0, key, &b, &a};
-    ConnectRequest atSender{0, 1, 0, key, &a, &b};
-    EXPECT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
-    EXPECT_EQ(ib.connectSend(atSender, ci, &send), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(listen(), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(connect(ci), loomSuccess) << loomGetLastError(nullptr);
   }
   ~Link() {
     send.reset();
@@ -108,15 +118,9 @@ TEST(EmulatedVerbs, IwarpCannotConnectByQpAttributes) {
   o.iwarp = true;
   emulated::install(o);
   {
-    IbTransport ib;
-    PeerInfo a{}, b{};
-    ConnectInfo ci{};
-    std::unique_ptr<RecvQueue> recv;
-    std::unique_ptr<SendQueue> send;
-    ConnectRequest atReceiver{1, 0, 0, 7, &b, &a};
-    ConnectRequest atSender{0, 1, 0, 7, &a, &b};
-    ASSERT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
-    EXPECT_EQ(ib.connectSend(atSender, ci, &send), loomSystemError);
+    Ends e;
+    ASSERT_EQ(e.listen(), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(e.connect(e.ci), loomSystemError);
     EXPECT_NE(std::string(loomGetLastError(nullptr)).find("RTR"), std::string::npos) << loomGetLastError(nullptr);
   }
   setVerbsApiForTesting(nullptr);
@@ -131,32 +135,26 @@ TEST(EmulatedVerbs, RdmaCmRejectsAStrangersRequest) {
   o.iwarp = true;
   const VerbsApi& api = emulated::install(o);
   {
-    IbTransport ib;
-    PeerInfo a{}, b{};
-    ConnectInfo ci{};
-    std::unique_ptr<RecvQueue> recv;
-    std::unique_ptr<SendQueue> send;
-    ConnectRequest atReceiver{1, 0, 0, 7, &b, &a};
-    ASSERT_EQ(ib.createRecv(atReceiver, &ci, &recv), loomSuccess) << loomGetLastError(nullptr);
+    Ends e;
+    ASSERT_EQ(e.listen(), loomSuccess) << loomGetLastError(nullptr);
     // The stranger: right address (from the published description), wrong token.
-    ConnectRequest stranger{0, 1, 0, 7, &a, &b};
-    ConnectInfo forged = ci;
+    ConnectInfo forged = e.ci;
     reinterpret_cast<NetListenInfo*>(forged.bytes)->token ^= 1;
-    ASSERT_EQ(ib.connectSend(stranger, forged, &send), loomRemoteError);
+    ASSERT_EQ(e.connect(forged), loomRemoteError);
     EXPECT_NE(std::string(loomGetLastError(nullptr)).find("REJECTED"), std::string::npos) << loomGetLastError(nullptr);
     EXPECT_EQ(emulated::cmRejected(), 1u);
-    ASSERT_EQ(ib.connectSend(stranger, ci, &send), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(e.connect(e.ci), loomSuccess) << loomGetLastError(nullptr);
     void* p;
-    ASSERT_EQ(send->acquire(&p, quick(20)), loomSuccess);
+    ASSERT_EQ(e.send->acquire(&p, quick(20)), loomSuccess);
     std::memcpy(p, "iwarp", 5);
-    send->post(5, 42);
+    e.send->post(5, 42);
     const void* data;
     size_t bytes = 0;
     uint64_t sig = 0;
-    ASSERT_EQ(recv->wait(&data, &bytes, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(e.recv->wait(&data, &bytes, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
     EXPECT_EQ(std::string(static_cast<const char*>(data), bytes), "iwarp");
     EXPECT_EQ(sig, 42u);
-    recv->release();
+    e.recv->release();
     EXPECT_EQ(emulated::cmEstablished(), 1u);
   }
   (void)api;

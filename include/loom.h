@@ -44,7 +44,11 @@ typedef enum {
   loomRemoteError = 6,     /* a peer failed, died or disconnected; the message names it */
   loomInProgress = 7,      /* a non-blocking operation has not finished yet */
   loomTimeout = 8,         /* a wait exceeded LOOM_TIMEOUT; the message names the operation and peer */
-  loomNumResults = 9
+  loomNumResults = 9,
+  /* Not values: they give the enum the range of int, so that a bad value passed in can be refused with
+   * an error (in C++ a value outside an enum's range is undefined behaviour). */
+  loomResultRangeMin_ = -0x7fffffff - 1,
+  loomResultRangeMax_ = 0x7fffffff
 } loomResult_t;
 
 typedef enum {
@@ -58,7 +62,11 @@ typedef enum {
   loomFloat32 = 7, loomFloat = 7,
   loomFloat64 = 8, loomDouble = 8,
   loomBfloat16 = 9,
-  loomNumTypes = 10
+  loomNumTypes = 10,
+  /* Not values: they give the enum the range of int, so that a bad value passed in can be refused with
+   * an error (in C++ a value outside an enum's range is undefined behaviour). */
+  loomDataTypeRangeMin_ = -0x7fffffff - 1,
+  loomDataTypeRangeMax_ = 0x7fffffff
 } loomDataType_t;
 
 typedef enum {
@@ -68,12 +76,18 @@ typedef enum {
   loomMin = 3,
   loomAvg = 4, /* sum divided by the number of ranks (integer division for integer types) */
   loomNumOps = 5,
-  loomMaxRedOp = 0x7fffffff /* keeps the enum 32-bit wide for user-created ops */
+  loomMaxRedOp = 0x7fffffff, /* keeps the enum 32-bit wide for user-created ops */
+  loomRedOpRangeMin_ = -0x7fffffff - 1 /* not an op: negative values are refused, not undefined */
 } loomRedOp_t;
 
 /* Where the scalar of a PreMulSum op lives: read at each call through the pointer (loomScalarDevice; host
  * memory in host builds), or copied once when the op is created (loomScalarHostImmediate). */
-typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;
+typedef enum {
+  loomScalarDevice = 0,
+  loomScalarHostImmediate = 1,
+  loomScalarResidenceRangeMin_ = -0x7fffffff - 1, /* not values: bad values are refused, not undefined */
+  loomScalarResidenceRangeMax_ = 0x7fffffff
+} loomScalarResidence_t;
 
 #define LOOM_UNIQUE_ID_BYTES 128
 /* Opaque rendezvous token: the root's address and a random 128-bit secret.  Make it on one rank with

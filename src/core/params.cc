@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 
@@ -100,7 +101,12 @@ bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string
 
 const Params& params() { return loaded().values; }
 
-void paramsReloadForTesting() { current() = load(); }
+void paramsReloadForTesting() {
+  // The previous values stay allocated (and reachable): another thread may still read them.
+  static auto* retired = new std::vector<Loaded*>();
+  retired->push_back(current());
+  current() = load();
+}
 
 loomResult_t paramsCheck() {
   const Loaded& l = loaded();

@@ -18,15 +18,16 @@
 namespace loom {
 
 const std::vector<Transport*>& transports() {
-  static const std::vector<Transport*> all = [] {
-    std::vector<Transport*> v;
-    v.push_back(new ShmTransport());
+  // Never destroyed (a rank may still be tearing down at static destruction), and so still reachable.
+  static const std::vector<Transport*>& all = *[] {
+    auto* v = new std::vector<Transport*>();
+    v->push_back(new ShmTransport());
 #if LOOM_HAVE_VERBS
-    v.push_back(new IbTransport());
+    v->push_back(new IbTransport());
 #endif
-    v.push_back(new SocketTransport());
+    v->push_back(new SocketTransport());
 #if LOOM_HAVE_UCX
-    v.push_back(new UcxTransport());
+    v->push_back(new UcxTransport());
 #endif
     return v;
   }();

@@ -434,7 +434,10 @@ const VerbsApi kApi = {
       c->device = d;
       return c;
     },
-    [](ibv_context*) { return 0; },
+    [](ibv_context* c) {
+      delete c;
+      return 0;
+    },
     [](ibv_context*, ibv_device_attr* a) {
       *a = ibv_device_attr{};
       a->phys_port_cnt = 1;

@@ -46,12 +46,13 @@ struct IbDevice {
 
 const IbDevice& ibDevice() {
   static std::mutex mu;
-  static std::map<const VerbsApi*, IbDevice> cache;
+  // Open for the life of the process (never destroyed, so still reachable at exit: no leak reports).
+  static auto* cache = new std::map<const VerbsApi*, IbDevice>();
   const VerbsApi& api = verbsApi();
   std::lock_guard<std::mutex> g(mu);
-  auto it = cache.find(&api);
-  if (it != cache.end()) return it->second;
-  IbDevice& d = cache[&api];
+  auto it = cache->find(&api);
+  if (it != cache->end()) return it->second;
+  IbDevice& d = (*cache)[&api];
   d.api = &api;
   int n = 0;
   ibv_device** list = api.getDeviceList(&n);

@@ -134,6 +134,11 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* q = g.qps.at(qp->qp_num);
   for (; wr != nullptr; wr = wr->next) {
     *bad = wr;
+    if (q->state == IBV_QPS_ERR) {  // as hardware does: accepted, then flushed with an error completion
+      complete(q->cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+               qp->qp_num);
+      continue;
+    }
     if (q->state != IBV_QPS_RTS) return errno = EINVAL;
     if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && g.options.iwarp) return errno = EOPNOTSUPP;
     if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_SEND)

@@ -2,7 +2,8 @@
 // whose queue pairs live in this process and move bytes between registered regions.  RC semantics that
 // the transport relies on are kept: in-order delivery per QP, a write's data visible before the
 // completion of anything posted after it, receive buffers consumed in order, bounds and keys checked
-// (a bad key or range is a remote access error), an error state that flushes posted receives.
+// (a bad key or range is a remote access error), an error state that flushes posted receives and
+// every work request posted after it.
 // Its rdma_cm (listen, resolve, connect with private data, accept or reject, events on a pollable
 // channel) connects queue pairs the way the kernel does for iWARP.  Options make it behave like an iWARP
 // device (no WRITE WITH IMMEDIATE: posting one fails; queue pairs cannot be moved to RTR/RTS by verbs,

@@ -344,7 +344,9 @@ loomResult_t Bootstrap::acceptOne(const Deadline& d) {
     LOOM_CHECK(acceptSocket(listenFd_, d, abort_, &fd));
     if (fd < 0) return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a peer to connect", rank_);
     FrameHeader h{};
-    Deadline hd = earlier(d, kHeaderSeconds);
+    // Its own deadline, not the wait's: callers wait in short slices, and a frame that is slow to arrive
+    // (a congested or lossy network) must not be cut off, and so lost, when a slice ends.
+    const Deadline hd = Deadline::afterSeconds(kHeaderSeconds);
     std::string why;
     // A bad connection is logged and dropped, never an error of ours: it may be a port scanner or an
     // old job, and the communicator being built must not be disturbed by it.

@@ -457,15 +457,20 @@ bool Bootstrap::failureAnnounced(int* culprit, int* from) {
   }
   restoreLastError(keep);
   for (const Message& m : unexpected_) {
-    int32_t named = -1;
-    if (m.type != FrameType::Failure || m.payload.size() != sizeof named) continue;
-    std::memcpy(&named, m.payload.data(), sizeof named);
-    if (named < 0 || named >= nranks_ || named == rank_) continue;
+    const int named = announcedCulprit(m);
+    if (named < 0) continue;
     *culprit = named;
     *from = m.from;
     return true;
   }
   return false;
+}
+
+int Bootstrap::announcedCulprit(const Message& m) const {
+  int32_t named = -1;
+  if (m.type != FrameType::Failure || m.payload.size() != sizeof named) return -1;
+  std::memcpy(&named, m.payload.data(), sizeof named);
+  return named >= 0 && named < nranks_ && named != rank_ ? named : -1;
 }
 
 bool Bootstrap::peerAlive(int peer) {
@@ -498,18 +503,14 @@ int Bootstrap::blame(int lost) {
   while (acceptOne(Deadline::afterSeconds(0.02)) == loomSuccess) {
   }
   // What `lost` announced wins; else what anyone announced (the failure is the same one); else `lost`.
-  int culprit = lost;
-  bool fromLost = false;
+  int fromLost = -1, fromAnyone = -1;
   for (const Message& m : unexpected_) {
-    int32_t named = -1;
-    if (m.type != FrameType::Failure || m.payload.size() != sizeof named || fromLost) continue;
-    std::memcpy(&named, m.payload.data(), sizeof named);
-    if (named < 0 || named >= nranks_ || named == rank_) continue;
-    if (m.from == lost || culprit == lost) culprit = named;
-    fromLost = m.from == lost;
+    const int named = announcedCulprit(m);
+    if (named >= 0 && m.from == lost && fromLost < 0) fromLost = named;
+    if (named >= 0 && fromAnyone < 0) fromAnyone = named;
   }
   restoreLastError(keep);  // the drain records its own timeout
-  return culprit;
+  return fromLost >= 0 ? fromLost : fromAnyone >= 0 ? fromAnyone : lost;
 }
 
 void Bootstrap::announceFailure(int culprit, bool everyone) {

@@ -89,6 +89,8 @@ class Bootstrap {
 
   Bootstrap() = default;
   Deadline deadline() const { return Deadline::afterSeconds(timeoutSec_); }
+  // The rank a Failure notice names, or -1 when `m` is not a valid notice.
+  int announcedCulprit(const Message& m) const;
   // The ring exchange itself; *lost is the neighbour whose connection failed or timed out (else -1).
   loomResult_t ringAllGather(void* data, size_t bytesPerRank, int* lost);
   // After the ring broke at neighbour `lost`: blames the rank that neighbour said failed (if it left

@@ -6,15 +6,31 @@
  * human-readable reason is available from loomGetLastError().
  *
  * Thread-safety:
- *   - loomGetUniqueId, loomGetVersion, loomGetErrorString and the init functions may be called from any thread.
+ *   - loomGetUniqueId, loomGetVersion, loomGetErrorString, loomStreamCreate and the init functions may be
+ *     called from any thread.
  *   - One communicator must not be used by two threads at the same time, except loomCommAbort, which may be
- *     called from any thread while another thread is blocked inside a call on that communicator.
+ *     called from any thread while another thread is blocked inside a call on that communicator, and
+ *     loomCommGetAsyncError, which may be called from any thread at any time.
+ *   - One stream must not be used by two threads at the same time (issue, synchronize, query, destroy).
  *   - Different communicators are independent and may be driven concurrently from different threads
  *     (loomCommInitAll gives one communicator per rank, meant to be driven by one thread each).
  *
- * Streams: every collective takes a loomStream_t.  NULL means "complete before returning" (host memory).
- * Asynchronous host streams and CUDA streams arrive in later versions; passing a non-NULL stream today
- * returns loomInvalidUsage.
+ * Streams: every collective takes a loomStream_t.
+ *   - NULL: the call runs on the caller's thread and is complete when it returns; it starts after every
+ *     operation issued before it on this communicator's streams has finished.
+ *   - A stream from loomStreamCreate: the call is checked, queued and returns at once; the communicator's
+ *     progress thread (one per communicator, started at its first stream call, asleep when idle) runs its
+ *     operations one at a time in the order they were issued, whatever their streams, and each operation
+ *     also starts only after the previous operation of its stream (which may be on another communicator)
+ *     has finished.  Buffers must stay valid and unchanged (send) or untouched (receive) until
+ *     loomStreamSynchronize returns or loomStreamQuery says loomSuccess.  Errors of a stream's operations
+ *     are reported by loomStreamSynchronize / loomStreamQuery (the message by loomGetLastError on that
+ *     thread) and, since a failed operation breaks its communicator, by loomCommGetAsyncError.
+ *   - Communicators progress independently: each has its own progress thread.
+ *   - loomCommDestroy waits for the communicator's queued operations; loomCommAbort ends them
+ *     (loomInvalidUsage for those that had not started).
+ *   - CUDA streams arrive with CUDA builds; in this build any pointer that is not a live loom stream is
+ *     refused with loomInvalidArgument.
  */
 #ifndef LOOM_H_
 #define LOOM_H_
@@ -97,7 +113,7 @@ typedef struct {
 } loomUniqueId;
 
 typedef struct loomComm* loomComm_t;
-/* NULL, or (later versions) a stream from loomStreamCreate or a cudaStream_t in CUDA builds. */
+/* NULL, a stream from loomStreamCreate, or (CUDA builds, later) a cudaStream_t.  See "Streams" above. */
 typedef void* loomStream_t;
 
 #define LOOM_SPLIT_NOCOLOR (-1)
@@ -165,9 +181,21 @@ loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int
                       loomStream_t stream);
 /* Calls between GroupStart and GroupEnd are checked at once and run at the outermost GroupEnd: each
  * communicator's collectives in call order, then all its sends and receives together, in any order without
- * deadlock.  Several communicators in one group progress at once. */
+ * deadlock.  Several communicators in one group progress at once.  All calls of a group name the same
+ * stream (else GroupEnd returns loomInvalidUsage and runs nothing); on a stream, GroupEnd returns at once. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
+
+/* ---- host streams (see "Streams" at the top) ---- */
+loomResult_t loomStreamCreate(loomStream_t* stream);
+/* Waits until every operation issued on the stream has finished (each is bounded by its communicator's
+ * timeout).  Returns the first failure among them since the last synchronize, else loomSuccess. */
+loomResult_t loomStreamSynchronize(loomStream_t stream);
+/* loomInProgress while an operation of the stream has not finished; else what loomStreamSynchronize
+ * would return (without forgetting a failure).  Never blocks. */
+loomResult_t loomStreamQuery(loomStream_t stream);
+/* Waits for the stream's operations (as loomStreamSynchronize), then frees it. */
+loomResult_t loomStreamDestroy(loomStream_t stream);
 
 /* A reduction op of `comm` that sums scalar * input over the ranks (each rank its own scalar).
  * Use it with datatype only; release it with loomRedOpDestroy. */

@@ -12,6 +12,7 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/stream.h"
 
 using namespace loom;
 
@@ -60,10 +61,14 @@ loomResult_t checkCount(size_t count, loomDataType_t type, size_t multiplier, co
   return loomSuccess;
 }
 
-loomResult_t checkStream(loomStream_t stream, const char* fn) {
-  if (stream != nullptr)
-    return setError(loomInvalidUsage, "%s: streams are not implemented yet; pass NULL (the call completes before "
-                    "it returns)", fn);
+// NULL (run now), or a live stream from loomStreamCreate.
+loomResult_t checkStream(loomStream_t stream, const char* fn, Stream** out) {
+  *out = nullptr;
+  if (stream == nullptr) return loomSuccess;
+  *out = findStream(stream);
+  if (*out == nullptr)
+    return setError(loomInvalidArgument, "%s: stream %p is not a live stream from loomStreamCreate (destroyed, or a "
+                    "CUDA stream, which needs a CUDA build)", fn, stream);
   return loomSuccess;
 }
 
@@ -72,13 +77,23 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
+// One call, start to end, on this thread: the algorithm, then the flush that hands its data over.
+loomResult_t runCall(loomComm* comm, const CollArgs& args) {
+  if (comm->error != loomSuccess)  // failed while this call waited on a stream
+    return setError(comm->error, "%s: the communicator failed earlier: %s", collName(args.coll),
+                    comm->errorMessage.c_str());
+  LOOM_CHECK(comm->fail(runCollective(comm, args)));
+  return comm->fail(comm->flushSends());
+}
+
 // The checks every collective shares, then the call itself.  Buffer sizes and the in-place layout
 // follow NCCL: allgather is in place when sendbuff == recvbuff + rank * sendcount, reducescatter when
 // recvbuff == sendbuff + rank * recvcount, the others when sendbuff == recvbuff.  A buffer a rank does
 // not use (sendbuff off the broadcast root, recvbuff off the reduce root) may be NULL.
 loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, const CollArgs& args) {
   LOOM_API_CHECK_COMM(comm, fn);
-  LOOM_CHECK(checkStream(stream, fn));
+  Stream* onStream = nullptr;
+  LOOM_CHECK(checkStream(stream, fn, &onStream));
   bool reduces = collReduces(args.coll);
   bool preMul = reduces && args.op >= loomNumOps && comm->preMulScalar(args.op, args.type) != nullptr;
   LOOM_CHECK(checkTypeOp(args.type, args.op, reduces && !preMul, fn));
@@ -110,12 +125,16 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   if (!inPlace && overlaps(s, sendBytes, r, recvBytes))
     return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being the in-place layout", fn);
   if (args.count == 0) return loomSuccess;
-  if (groupActive()) {
-    groupEnqueue(comm, args);
+  if (groupActive()) return groupEnqueue(DeferredCall(comm, args), onStream);
+  if (onStream != nullptr) {
+    DeferredCall later(comm, args);
+    auto op = std::make_shared<AsyncOp>([later] { return runCall(later.comm, later.resolved()); }, onStream->tail());
+    onStream->append({op});
+    comm->engine->enqueue(op);
     return loomSuccess;
   }
-  LOOM_CHECK(comm->fail(runCollective(comm, args)));
-  return comm->fail(comm->flushSends());
+  comm->engine->drain();  // what this thread issued on streams before runs first
+  return runCall(comm, args);
 }
 
 }  // namespace
@@ -188,6 +207,7 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
     return setError(loomInvalidArgument, "loomCommSplit: color %d must be >= 0 or LOOM_SPLIT_NOCOLOR", color);
   LOOM_API_CHECK_COMM(comm, "loomCommSplit");
   if (config != nullptr) LOOM_CHECK(checkInitArgs(newcomm, 1, 0, config, "loomCommSplit"));
+  comm->engine->drain();  // the split's exchanges come after the calls issued before it
 
   // Everyone learns everyone's (color, key); the first member of each color makes the new unique id.
   struct Entry {
@@ -225,6 +245,7 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
     CommCall call(comm);
     if (!call.ok()) return setError(loomInvalidArgument, "loomCommDestroy: comm %p is not a live communicator",
                                     static_cast<void*>(comm));
+    comm->engine->drain();  // operations issued on streams finish (or fail, bounded by the timeout) first
     // Over a network transport the last data a peer sent us may still be on its way (or its transport
     // may still wait for our acknowledgement): meet every rank before closing the receiving ends.  Only
     // while healthy, since a failed peer would not come, and not when ranks share this process
@@ -356,5 +377,31 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
 
 loomResult_t loomGroupStart(void) { return groupStart(); }
 loomResult_t loomGroupEnd(void) { return groupEnd(); }
+
+loomResult_t loomStreamCreate(loomStream_t* stream) {
+  if (stream == nullptr) return setError(loomInvalidArgument, "loomStreamCreate: stream is NULL");
+  *stream = streamCreate();
+  return loomSuccess;
+}
+
+loomResult_t loomStreamSynchronize(loomStream_t stream) {
+  Stream* s = findStream(stream);
+  if (s == nullptr)
+    return setError(loomInvalidArgument, "loomStreamSynchronize: %p is not a live stream from loomStreamCreate", stream);
+  return s->synchronize();
+}
+
+loomResult_t loomStreamQuery(loomStream_t stream) {
+  Stream* s = findStream(stream);
+  if (s == nullptr)
+    return setError(loomInvalidArgument, "loomStreamQuery: %p is not a live stream from loomStreamCreate", stream);
+  return s->query();
+}
+
+loomResult_t loomStreamDestroy(loomStream_t stream) {
+  if (!streamDestroy(stream))
+    return setError(loomInvalidArgument, "loomStreamDestroy: %p is not a live stream from loomStreamCreate", stream);
+  return loomSuccess;
+}
 
 }  // extern "C"

@@ -82,7 +82,7 @@ loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
   if (args.op < loomNumOps || args.sendbuff == nullptr) return runAlgorithm(comm, args);
   // PreMulSum: scale this rank's input by its scalar into scratch, then reduce it as a sum (the op id
   // stays, so that the call's signature still says premulsum).
-  const void* scalar = comm->preMulScalar(args.op, args.type);
+  const void* scalar = args.scalar != nullptr ? args.scalar : comm->preMulScalar(args.op, args.type);
   if (scalar == nullptr)
     return setError(loomInvalidArgument, "op %d is not a live PreMulSum op of %s on this communicator",
                     static_cast<int>(args.op), typeName(args.type));
@@ -92,6 +92,16 @@ loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
   CollArgs onScaled = args;
   onScaled.sendbuff = scaled.data();
   return runAlgorithm(comm, onScaled);
+}
+
+DeferredCall::DeferredCall(const loomComm* c, const CollArgs& a) : comm(const_cast<loomComm*>(c)), args(a) {
+  if (const loomComm::UserOp* u = c->userOp(a.op, a.type)) op = std::make_shared<const loomComm::UserOp>(*u);
+}
+
+CollArgs DeferredCall::resolved() const {
+  CollArgs a = args;
+  if (op != nullptr) a.scalar = op->scalarAt != nullptr ? op->scalarAt : op->scalar;
+  return a;
 }
 
 }  // namespace loom

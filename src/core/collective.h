@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/comm.h"
@@ -19,6 +20,20 @@ struct CollArgs {
   loomDataType_t type;
   loomRedOp_t op;
   int root;  // or peer, for send/recv
+  // A PreMulSum op's scalar when the call runs after it was made (stream operations, group members);
+  // nullptr: look the op up on the communicator when the call runs.
+  const void* scalar = nullptr;
+};
+
+// A call kept to run later.  A PreMulSum op's host scalar is copied when the call is made, because the
+// op may be destroyed as soon as the call returns (NCCL allows it); a device-resident scalar is read
+// when the call runs.
+struct DeferredCall {
+  DeferredCall(const loomComm* comm, const CollArgs& args);
+  CollArgs resolved() const;  // the arguments, with the scalar pointing at the copy
+  loomComm* comm = nullptr;
+  CollArgs args;
+  std::shared_ptr<const loomComm::UserOp> op;
 };
 
 const char* collName(CollType c);

@@ -117,6 +117,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   LOOM_CHECK(comm->fail(tuneCostModel(comm.get())));  // its collectives can lose peers like any other
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
+  comm->engine = std::make_unique<ProgressEngine>(rank);  // its thread starts at the first stream call
   *out = comm.release();
   registerComm(*out);
   return loomSuccess;
@@ -125,6 +126,8 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
 void commFree(loomComm* comm) {
   unregisterComm(comm);
   comm->abortFlag.store(true);
+  if (comm->engine != nullptr)
+    comm->engine->shutdown(loomInvalidUsage, "the communicator was aborted or destroyed before this operation ran");
   // Calls still running on other threads see the abort flag within one wait slice (100 ms).
   for (int i = 0; comm->activeCalls.load() > 0 && i < 5000; ++i) usleep(1000);
   delete comm;
@@ -219,8 +222,8 @@ loomComm::~loomComm() {
 loomResult_t loomComm::fail(loomResult_t code) {
   if (code != loomSuccess && error == loomSuccess) {
     if ((code == loomRemoteError || code == loomTimeout) && lastErrorPeer() >= 0) explainLostPeer(code, lastErrorPeer());
-    error = code;
     errorMessage = lastError();
+    error = code;
   }
   return code;
 }
@@ -235,10 +238,16 @@ void loomComm::explainLostPeer(loomResult_t code, int lost) {
   if (culprit != lost) setError(code, "%s failed or died first; then: %s", describe(culprit).c_str(), detail.c_str());
 }
 
-const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {
+const loomComm::UserOp* loomComm::userOp(loomRedOp_t op, loomDataType_t type) const {
   long i = static_cast<long>(op) - loomNumOps;
   if (i < 0 || i >= static_cast<long>(userOps.size()) || !userOps[i].live || userOps[i].type != type) return nullptr;
-  return userOps[i].scalarAt != nullptr ? userOps[i].scalarAt : userOps[i].scalar;
+  return &userOps[i];
+}
+
+const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {
+  const UserOp* u = userOp(op, type);
+  if (u == nullptr) return nullptr;
+  return u->scalarAt != nullptr ? u->scalarAt : u->scalar;
 }
 
 std::string loomComm::describe(int peer) const {

@@ -11,6 +11,7 @@
 
 #include "core/bootstrap.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "algos/cost_model.h"
 #include "topo/cluster.h"
 #include "topo/decisions.h"
@@ -85,11 +86,14 @@ struct loomComm {
     unsigned char scalar[8] = {};    // loomScalarHostImmediate: copied at creation
   };
   std::vector<UserOp> userOps;
-  // The scalar of a live PreMulSum op of `type`, or nullptr when op is not one.
+  // The live PreMulSum op `op` of `type`, or nullptr when op is not one; and its scalar.
+  const UserOp* userOp(loomRedOp_t op, loomDataType_t type) const;
   const void* preMulScalar(loomRedOp_t op, loomDataType_t type) const;
 
-  // The first failure that broke the communicator; every later call returns it.
-  loomResult_t error = loomSuccess;
+  // The first failure that broke the communicator; every later call returns it.  Atomic because
+  // loomCommGetAsyncError reads it while the progress engine may be setting it; errorMessage is
+  // written before error and never after.
+  std::atomic<loomResult_t> error{loomSuccess};
   std::string errorMessage;
 
   // Connects (both directions) to every listed peer not connected yet on `channel`.  Collective between
@@ -110,4 +114,7 @@ struct loomComm {
   std::string describe(int peer) const;
   // Wait context for a blocking operation on this communicator (deadline = now + timeout).
   loom::WaitContext waitContext(const char* what) const;
+
+  // Runs the stream operations (core/progress.h).  Last member: destroyed (thread joined) first.
+  std::unique_ptr<loom::ProgressEngine> engine;
 };

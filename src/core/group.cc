@@ -1,6 +1,7 @@
 #include "core/group.h"
 
 #include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -11,18 +12,15 @@ namespace loom {
 
 namespace {
 
-struct Queued {
-  loomComm* comm;
-  CollArgs args;
-};
-
 thread_local int tlsDepth = 0;
-thread_local std::vector<Queued> tlsQueue;
+thread_local std::vector<DeferredCall> tlsQueue;
+thread_local Stream* tlsStream = nullptr;  // the group's stream (the first call's)
+thread_local bool tlsStreamMismatch = false;
 
 // One communicator's share of a group: collectives in order, then every send and receive together.
 loomResult_t runForComm(loomComm* comm, const std::vector<CollArgs>& calls) {
-  CommCall pin(comm);
-  if (!pin.ok()) return setError(loomInvalidUsage, "loomGroupEnd: a communicator of the group was destroyed first");
+  if (comm->error != loomSuccess)  // failed while this group waited on a stream
+    return setError(comm->error, "loomGroupEnd: the communicator failed earlier: %s", comm->errorMessage.c_str());
   std::vector<Transfer> transfers;
   for (const CollArgs& a : calls) {
     if (a.coll == CollType::Send || a.coll == CollType::Recv) {
@@ -44,25 +42,59 @@ loomResult_t groupStart() {
   return loomSuccess;
 }
 
-void groupEnqueue(loomComm* comm, const CollArgs& args) { tlsQueue.push_back(Queued{comm, args}); }
+loomResult_t groupEnqueue(const DeferredCall& call, Stream* stream) {
+  if (tlsQueue.empty()) tlsStream = stream;
+  else if (stream != tlsStream) tlsStreamMismatch = true;
+  tlsQueue.push_back(call);
+  return loomSuccess;
+}
 
 loomResult_t groupEnd() {
   if (tlsDepth == 0) return setError(loomInvalidUsage, "loomGroupEnd without a matching loomGroupStart");
   if (--tlsDepth > 0) return loomSuccess;
-  std::vector<Queued> queue;
+  std::vector<DeferredCall> queue;
   queue.swap(tlsQueue);
+  Stream* stream = tlsStream;
+  const bool mismatch = tlsStreamMismatch;
+  tlsStream = nullptr;
+  tlsStreamMismatch = false;
+  if (mismatch)
+    return setError(loomInvalidUsage, "loomGroupEnd: the calls of one group must all name the same stream; nothing "
+                    "of the group was run");
   std::map<loomComm*, std::vector<CollArgs>> byComm;
   std::vector<loomComm*> order;
-  for (const Queued& q : queue) {
+  for (const DeferredCall& q : queue) {
     if (!byComm.count(q.comm)) order.push_back(q.comm);
-    byComm[q.comm].push_back(q.args);
+    byComm[q.comm].push_back(q.resolved());
   }
+  // Pin every communicator until its share has been run or handed to its engine.
+  std::vector<std::unique_ptr<CommCall>> pins;
+  for (loomComm* comm : order) {
+    pins.push_back(std::make_unique<CommCall>(comm));
+    if (!pins.back()->ok())
+      return setError(loomInvalidUsage, "loomGroupEnd: a communicator of the group was destroyed first");
+  }
+  if (stream != nullptr) {
+    // One operation per communicator, all after the stream's previous work and none after another,
+    // so a send and its receive on two communicators of this process progress together.
+    const std::vector<std::shared_ptr<AsyncOp>> after = stream->tail();
+    std::vector<std::shared_ptr<AsyncOp>> ops;
+    for (loomComm* comm : order) {
+      std::vector<CollArgs> calls = std::move(byComm[comm]);
+      ops.push_back(std::make_shared<AsyncOp>([comm, calls] { return runForComm(comm, calls); }, after));
+    }
+    stream->append(ops);
+    for (size_t i = 0; i < order.size(); ++i) order[i]->engine->enqueue(ops[i]);
+    return loomSuccess;
+  }
+  for (loomComm* comm : order) comm->engine->drain();  // calls issued on streams before the group run first
   if (order.size() <= 1) return order.empty() ? loomSuccess : runForComm(order[0], byComm[order[0]]);
   std::vector<loomResult_t> results(order.size(), loomSuccess);
   std::vector<std::string> messages(order.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < order.size(); ++i) {
     threads.emplace_back([&, i] {
+      setLogRank(order[i]->rank);
       results[i] = runForComm(order[i], byComm[order[i]]);
       messages[i] = lastError();
     });

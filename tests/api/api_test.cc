@@ -134,8 +134,8 @@ TEST_F(SingleRank, AllReduceRejectsBadArguments) {
   EXPECT_EQ(loomAllReduce(buf, buf + 1, 3, loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
   expectMessage("overlap");
   EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, comm, reinterpret_cast<loomStream_t>(0x10)),
-            loomInvalidUsage);
-  expectMessage("streams are not implemented yet");
+            loomInvalidArgument);
+  expectMessage("not a live stream from loomStreamCreate");
   EXPECT_EQ(loomAllReduce(buf, buf, 4, loomFloat32, loomSum, nullptr, nullptr), loomInvalidArgument);
   expectMessage("not a live communicator");
   // The communicator is still healthy after refused calls: they never reached it.

@@ -49,7 +49,8 @@ loom_resolve(CUDA "${_cuda_found}")
 
 set(_torch_found FALSE)
 if(NOT LOOM_WITH_TORCH STREQUAL "OFF")
-  find_package(Python3 QUIET COMPONENTS Interpreter)
+  # The Python that runs the tests (PATH's python3 unless Python3_EXECUTABLE is given), with its headers.
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
   if(Python3_FOUND)
     execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE _torch_rc OUTPUT_QUIET ERROR_QUIET)
     if(_torch_rc EQUAL 0)

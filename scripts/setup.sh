@@ -24,4 +24,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]%%=*}"
   fi
 fi
-echo "setup: dependencies present"
+# Python: torch for the loom_torch backend and pytest for its tests, into the python3 on PATH.  A
+# failure here fails the setup (the torch tests must not skip silently).
+py=$(command -v python3)
+if ! "$py" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r "$here/requirements-python.txt"; then
+  echo "setup: cannot install $here/requirements-python.txt with $py" >&2
+  exit 1
+fi
+echo "setup: dependencies present (python: $py)"

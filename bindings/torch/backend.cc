@@ -104,6 +104,36 @@ loomResult_t grouped(size_t n, const std::function<loomResult_t(size_t)>& one) {
   return r != loomSuccess ? r : end;
 }
 
+// The buffers of a coalesced call: input i and output i of one collective each, where one side holds
+// `world` times the other's elements (allgather: the output; reduce_scatter: the input).
+struct CoalescedBuffers {
+  std::vector<at::Tensor> ins, outs, keep;
+  std::vector<std::function<void()>> after;
+  size_t bytes = 0;
+};
+
+CoalescedBuffers coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, int world,
+                           bool outputIsLarger, const char* call) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: ", call, " needs as many outputs as inputs (",
+              outputs.size(), " and ", inputs.size(), ")");
+  CoalescedBuffers b;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkSame(inputs[i], inputs[0], "an input");
+    checkSame(outputs[i], inputs[0], "an output");
+    const at::Tensor& large = outputIsLarger ? outputs[i] : inputs[i];
+    const at::Tensor& small = outputIsLarger ? inputs[i] : outputs[i];
+    TORCH_CHECK(large.numel() == small.numel() * world, "loom: ", call, ": ", outputIsLarger ? "output " : "input ", i,
+                " has ", large.numel(), " elements; it needs ", world, " x ", small.numel());
+    b.ins.push_back(inputs[i].contiguous());
+    b.outs.push_back(writable(outputs[i], b.after));
+    b.bytes += bytesOf(large);
+  }
+  b.keep = b.ins;
+  b.keep.insert(b.keep.end(), b.outs.begin(), b.outs.end());
+  b.keep.insert(b.keep.end(), outputs.begin(), outputs.end());
+  return b;
+}
+
 }  // namespace
 
 LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -269,30 +299,15 @@ WorkPtr LoomBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, st
 
 WorkPtr LoomBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions&) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: allgather_into_tensor_coalesced needs as many "
-              "outputs as inputs (", outputs.size(), " and ", inputs.size(), ")");
-  std::vector<at::Tensor> ins, outs, keep;
-  std::vector<std::function<void()>> after;
-  size_t bytes = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkSame(inputs[i], inputs[0], "an input");
-    checkSame(outputs[i], inputs[0], "an output");
-    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "loom: output ", i, " has ", outputs[i].numel(),
-                " elements; it needs ", size_, " x ", inputs[i].numel());
-    ins.push_back(inputs[i].contiguous());
-    outs.push_back(writable(outputs[i], after));
-    bytes += bytesOf(outputs[i]);
-  }
-  keep = ins;
-  keep.insert(keep.end(), outs.begin(), outs.end());
-  keep.insert(keep.end(), outputs.begin(), outputs.end());
+  CoalescedBuffers b = coalesced(outputs, inputs, size_, /*outputIsLarger=*/true, "allgather_into_tensor_coalesced");
   const loomDataType_t type = loomType(inputs[0].scalar_type());
   loomComm_t comm = comm_;
-  return launch(OpType::COALESCED, outputs, bytes, [=](loomStream_t s) {
+  std::vector<at::Tensor> ins = b.ins, outs = b.outs;
+  return launch(OpType::COALESCED, outputs, b.bytes, [=](loomStream_t s) {
     return grouped(ins.size(), [&](size_t i) {
       return loomAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), type, comm, s);
     });
-  }, inOrder(std::move(after)), keep);
+  }, inOrder(std::move(b.after)), b.keep);
 }
 
 WorkPtr LoomBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
@@ -330,31 +345,16 @@ WorkPtr LoomBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vecto
 
 WorkPtr LoomBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                      const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: reduce_scatter_tensor_coalesced needs as many "
-              "outputs as inputs (", outputs.size(), " and ", inputs.size(), ")");
-  std::vector<at::Tensor> ins, outs, keep;
-  std::vector<std::function<void()>> after;
-  size_t bytes = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkSame(inputs[i], inputs[0], "an input");
-    checkSame(outputs[i], inputs[0], "an output");
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "loom: input ", i, " has ", inputs[i].numel(),
-                " elements; it needs ", size_, " x ", outputs[i].numel());
-    ins.push_back(inputs[i].contiguous());
-    outs.push_back(writable(outputs[i], after));
-    bytes += bytesOf(inputs[i]);
-  }
-  keep = ins;
-  keep.insert(keep.end(), outs.begin(), outs.end());
-  keep.insert(keep.end(), outputs.begin(), outputs.end());
+  CoalescedBuffers b = coalesced(outputs, inputs, size_, /*outputIsLarger=*/false, "reduce_scatter_tensor_coalesced");
   const loomDataType_t type = loomType(inputs[0].scalar_type());
   const loomRedOp_t op = loomOp(opts.reduceOp, inputs[0].scalar_type());
   loomComm_t comm = comm_;
-  return launch(OpType::COALESCED, outputs, bytes, [=](loomStream_t s) {
+  std::vector<at::Tensor> ins = b.ins, outs = b.outs;
+  return launch(OpType::COALESCED, outputs, b.bytes, [=](loomStream_t s) {
     return grouped(ins.size(), [&](size_t i) {
       return loomReduceScatter(ins[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(), type, op, comm, s);
     });
-  }, inOrder(std::move(after)), keep);
+  }, inOrder(std::move(b.after)), b.keep);
 }
 
 loomResult_t LoomBackend::issueExchange(const Exchange& x, loomStream_t stream) {

@@ -247,3 +247,20 @@ def test_timeout_comes_from_init(groups, rank):
         assert 2.0 < took < 10.0, took
     dist.barrier(group=groups[1])  # on gloo: the others wait here while rank 0 times out
     dist.destroy_process_group(short)
+
+
+@pytest.mark.parametrize("count", [6, 50_000])
+def test_coalesced_gather_and_scatter(groups, rank, world, count):
+    """Several allgathers (reduce_scatters) into one tensor each, as one loom group."""
+    loom, _ = groups
+    ins = [data(count + i, torch.float32, rank, salt=i) for i in range(3)]
+    outs = [torch.zeros(world * (count + i)) for i in range(3)]
+    loom.allgather_into_tensor_coalesced(outs, ins).wait()
+    for i in range(3):
+        same(outs[i], torch.cat([data(count + i, torch.float32, r, salt=i) for r in range(world)]))
+    ins = [data(world * (count + i), torch.int64, rank, salt=i) for i in range(3)]
+    outs = [torch.zeros(count + i, dtype=torch.int64) for i in range(3)]
+    loom.reduce_scatter_tensor_coalesced(outs, ins).wait()
+    for i in range(3):
+        n = count + i
+        same(outs[i], sum(data(world * n, torch.int64, r, salt=i)[rank * n:(rank + 1) * n] for r in range(world)))

@@ -87,7 +87,12 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
         p.done += n;
         moved = true;
       }
-      if (p.done == p.t->bytes && (!p.direct || q->directDone())) it->second.pop_front();
+      if (p.done == p.t->bytes && (!p.direct || q->directDone())) {
+        // A finished direct send is progress too: a failure noticed while waiting for its reader (who
+        // may have closed its connection right after reading) must not be reported now.
+        if (p.direct) moved = true;
+        it->second.pop_front();
+      }
       it = it->second.empty() ? out.erase(it) : std::next(it);
     }
     for (auto it = in.begin(); it != in.end();) {

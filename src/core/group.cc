@@ -18,11 +18,13 @@ thread_local Stream* tlsStream = nullptr;  // the group's stream (the first call
 thread_local bool tlsStreamMismatch = false;
 
 // One communicator's share of a group: collectives in order, then every send and receive together.
-loomResult_t runForComm(loomComm* comm, const std::vector<CollArgs>& calls) {
+// The calls keep their PreMulSum scalars (DeferredCall) until they run.
+loomResult_t runForComm(loomComm* comm, const std::vector<DeferredCall>& calls) {
   if (comm->error != loomSuccess)  // failed while this group waited on a stream
     return setError(comm->error, "loomGroupEnd: the communicator failed earlier: %s", comm->errorMessage.c_str());
   std::vector<Transfer> transfers;
-  for (const CollArgs& a : calls) {
+  for (const DeferredCall& call : calls) {
+    const CollArgs a = call.resolved();
     if (a.coll == CollType::Send || a.coll == CollType::Recv) {
       transfers.push_back(transferOf(a));
     } else {
@@ -61,11 +63,11 @@ loomResult_t groupEnd() {
   if (mismatch)
     return setError(loomInvalidUsage, "loomGroupEnd: the calls of one group must all name the same stream; nothing "
                     "of the group was run");
-  std::map<loomComm*, std::vector<CollArgs>> byComm;
+  std::map<loomComm*, std::vector<DeferredCall>> byComm;
   std::vector<loomComm*> order;
   for (const DeferredCall& q : queue) {
     if (!byComm.count(q.comm)) order.push_back(q.comm);
-    byComm[q.comm].push_back(q.resolved());
+    byComm[q.comm].push_back(q);
   }
   // Pin every communicator until its share has been run or handed to its engine.
   std::vector<std::unique_ptr<CommCall>> pins;
@@ -80,7 +82,7 @@ loomResult_t groupEnd() {
     const std::vector<std::shared_ptr<AsyncOp>> after = stream->tail();
     std::vector<std::shared_ptr<AsyncOp>> ops;
     for (loomComm* comm : order) {
-      std::vector<CollArgs> calls = std::move(byComm[comm]);
+      std::vector<DeferredCall> calls = std::move(byComm[comm]);
       ops.push_back(std::make_shared<AsyncOp>([comm, calls] { return runForComm(comm, calls); }, after));
     }
     stream->append(ops);

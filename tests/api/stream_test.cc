@@ -128,8 +128,8 @@ TEST(Stream, GroupOnAStreamDrivesSeveralCommunicators) {
   for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
 
-// A PreMulSum op may be destroyed as soon as the call that uses it has returned: the stream operation
-// kept its scalar.
+// A PreMulSum op may be destroyed as soon as the call (or the group) that uses it has returned: the
+// stream operation kept its scalar.
 TEST(Stream, PreMulSumOpMayBeDestroyedOnceIssued) {
   runRanks(2, [](int rank, loomComm_t comm) {
     loomStream_t s = nullptr;
@@ -143,6 +143,15 @@ TEST(Stream, PreMulSumOpMayBeDestroyedOnceIssued) {
     ASSERT_EQ(loomRedOpDestroy(op, comm), loomSuccess);
     ASSERT_EQ(loomStreamSynchronize(s), loomSuccess) << loomGetLastError(comm);
     EXPECT_EQ(v[999], 5.0f);
+    // The same through a group on the stream: the group's calls keep the scalar too.
+    scalar = rank == 0 ? 4.0f : 6.0f;
+    ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, loomScalarHostImmediate, comm), loomSuccess);
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, op, comm, s), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess);
+    ASSERT_EQ(loomRedOpDestroy(op, comm), loomSuccess);
+    ASSERT_EQ(loomStreamSynchronize(s), loomSuccess) << loomGetLastError(comm);
+    EXPECT_EQ(v[999], 50.0f);
     EXPECT_EQ(loomStreamDestroy(s), loomSuccess);
   }, 120);
 }

@@ -3,6 +3,9 @@ same parameters as the same training over gloo.  Each rank trains on its own bat
 gradients through the backend (its default comm hook: allreduce, then the future divides by the world
 size).  The two runs sum the same gradients in different orders, so the parameters agree to rounding:
 rtol 1e-5, atol 1e-6 after 50 steps (float32)."""
+import os
+
+import pytest
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -25,8 +28,18 @@ def train(group, rank, steps=50):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def test_ddp_matches_gloo(groups, rank):
-    loom, gloo = groups
+@pytest.mark.parametrize("path", ["inline", "stream"])
+def test_ddp_matches_gloo(groups, rank, path):
+    """inline: the default group, whose small buckets run on the caller's thread.  stream: a group made
+    with LOOM_TORCH_INLINE_BYTES=0, so every bucket goes through a loom stream, the completion thread and
+    the Work's future (DDP's comm hook chains on it)."""
+    _, gloo = groups
+    if path == "stream":
+        os.environ["LOOM_TORCH_INLINE_BYTES"] = "0"
+        loom = dist.new_group(backend="loom")
+        del os.environ["LOOM_TORCH_INLINE_BYTES"]
+    else:
+        loom = groups[0]
     with_loom = train(loom, rank)
     with_gloo = train(gloo, rank)
     for a, b in zip(with_loom, with_gloo):
@@ -36,3 +49,5 @@ def test_ddp_matches_gloo(groups, rank):
     first = flat.clone()
     dist.broadcast(first, src=0, group=loom)
     assert torch.equal(flat, first)
+    if path == "stream":
+        dist.destroy_process_group(loom)

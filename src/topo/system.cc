@@ -1,6 +1,7 @@
 #include "topo/system.h"
 
 #include <algorithm>
+#include <mutex>
 #include <strings.h>
 
 #include <cerrno>
@@ -556,6 +557,10 @@ void TopoSystem::computePaths() const {
 }
 
 const TopoPath& TopoSystem::path(int a, int b) const {
+  // The host's model is shared by every communicator of the process (loomCommInitAll builds several
+  // at once on different threads): the first to ask computes the table, the others wait for it.
+  static std::mutex computing;
+  std::lock_guard<std::mutex> g(computing);
   if (paths_.size() != nodes.size()) computePaths();
   return paths_[a][b];
 }

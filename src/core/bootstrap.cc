@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/incoming_frames.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -16,9 +17,6 @@ namespace loom {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x4c4d4253;  // "LMBS"
-// A connection that has not delivered its frame header within this long is dropped: a slow or hostile
-// client cannot hold up the rank that accepted it.
-constexpr double kHeaderSeconds = 5.0;
 
 struct HelloPayload {
   int32_t rank;
@@ -70,92 +68,44 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
   int nranks = -1, joined = 0;
   std::vector<int> fds;
   std::vector<PackedAddress> table;
-  // Hellos are read from every connected client at once, each with its own short deadline, so that a
-  // slow or silent client (slowloris) cannot hold up the ranks behind it; at most kMaxPending at a time.
-  struct Pending {
-    int fd;
-    Deadline until;
-    size_t have;
-    char buf[sizeof(FrameHeader) + sizeof(HelloPayload)];
-  };
-  constexpr size_t kMaxPending = 256;
-  std::vector<Pending> pending;
-  const auto drop = [&](size_t i, const char* why) {
-    LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)", why);
-    close(pending[i].fd);
-    pending.erase(pending.begin() + static_cast<long>(i));
-  };
+  // Hellos are read from every connected client at once, each with its own deadline (incoming_frames.h),
+  // so that a slow or silent client (slowloris) cannot hold up the ranks behind it.
+  IncomingFrames incoming("bootstrap root", [&](const FrameHeader& h, std::string* why) -> long long {
+    if (!validateFrameHeader(h, id.secret, 0, why)) return -1;
+    if (h.type != static_cast<uint16_t>(FrameType::Hello) || h.length != sizeof(HelloPayload))
+      return *why = "not a hello", -1;
+    return static_cast<long long>(sizeof(HelloPayload));
+  });
   while (nranks < 0 || joined < nranks) {
-    if (deadline.expired()) {
+    IncomingFrames::Frame f;
+    const loomResult_t r = incoming.next(listenFd, deadline, nullptr, &f);
+    if (r == loomTimeout) {
       LOOM_WARN(kBootstrap, "bootstrap root: only %d of %d ranks joined within LOOM_TIMEOUT; giving up", joined,
                 nranks);
       break;
     }
-    std::vector<pollfd> p{{listenFd, POLLIN, 0}};
-    for (const Pending& c : pending) p.push_back({c.fd, POLLIN, 0});
-    if (::poll(p.data(), p.size(), deadline.remainingMs(100)) < 0 && errno != EINTR) break;
-    if (p[0].revents != 0) {
-      int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0 && pending.size() >= kMaxPending) {
-        LOOM_WARN(kBootstrap, "bootstrap root: %zu connections already pending; refused one more", pending.size());
-        close(fd);
-      } else if (fd >= 0) {
-        pending.push_back({fd, earlier(deadline, kHeaderSeconds), 0, {}});
-      }
+    if (r != loomSuccess) break;
+    HelloPayload hello{};
+    std::memcpy(&hello, f.payload.data(), sizeof hello);
+    const char* bad = nullptr;
+    if (hello.nranks < 1 || (nranks > 0 && hello.nranks != nranks) || hello.rank < 0 || hello.rank >= hello.nranks)
+      bad = "rank or size out of range, or another job size";
+    else if (nranks > 0 && fds[hello.rank] >= 0)
+      bad = "that rank already joined";
+    if (bad != nullptr) {
+      LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)", bad);
+      close(f.fd);
+      continue;
     }
-    // Newest last: walk backwards so that dropping one leaves the indices of the rest valid.
-    for (size_t i = pending.size(); i-- > 0;) {
-      Pending& c = pending[i];
-      const bool readable = i + 1 < p.size() && p[i + 1].fd == c.fd && p[i + 1].revents != 0;
-      if (readable) {
-        const ssize_t n = ::recv(c.fd, c.buf + c.have, sizeof(c.buf) - c.have, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          drop(i, "closed before a whole hello");
-          continue;
-        }
-        if (n > 0) c.have += static_cast<size_t>(n);
-      }
-      if (c.have == sizeof(FrameHeader)) {  // the header alone says whether to wait for the rest
-        FrameHeader h{};
-        std::memcpy(&h, c.buf, sizeof h);
-        std::string why;
-        if (!validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
-            h.length != sizeof(HelloPayload)) {
-          drop(i, why.empty() ? "bad type or length" : why.c_str());
-          continue;
-        }
-      }
-      if (c.have < sizeof(c.buf)) {
-        if (c.until.expired()) drop(i, "too slow");
-        continue;
-      }
-      FrameHeader h{};
-      HelloPayload hello{};
-      std::memcpy(&h, c.buf, sizeof h);
-      std::memcpy(&hello, c.buf + sizeof h, sizeof hello);
-      std::string why;
-      if (!validateFrameHeader(h, id.secret, 0, &why) || h.type != static_cast<uint16_t>(FrameType::Hello) ||
-          h.length != sizeof(HelloPayload) || hello.nranks < 1 || (nranks > 0 && hello.nranks != nranks) ||
-          hello.rank < 0 || hello.rank >= hello.nranks) {
-        drop(i, why.empty() ? "rank or size out of range, or another job size" : why.c_str());
-        continue;
-      }
-      if (nranks < 0) {
-        nranks = hello.nranks;
-        fds.assign(nranks, -1);
-        table.assign(nranks, PackedAddress{});
-      }
-      if (fds[hello.rank] >= 0) {
-        drop(i, "that rank already joined");
-        continue;
-      }
-      fds[hello.rank] = c.fd;
-      table[hello.rank] = hello.listen;
-      ++joined;
-      pending.erase(pending.begin() + static_cast<long>(i));
+    if (nranks < 0) {
+      nranks = hello.nranks;
+      fds.assign(nranks, -1);
+      table.assign(nranks, PackedAddress{});
     }
+    fds[hello.rank] = f.fd;
+    table[hello.rank] = hello.listen;
+    ++joined;
   }
-  for (const Pending& c : pending) close(c.fd);
   if (nranks > 0 && joined < nranks) {
     // Tell the ranks that did join which ones never came, so that each can name them (tag kMissingTag).
     std::vector<int32_t> missing;
@@ -205,6 +155,19 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   b->nranks_ = nranks;
   b->timeoutSec_ = timeoutSec;
   b->abort_ = abort;
+  // What may arrive at our listener: ring connections, point-to-point messages, failure notices and
+  // liveness pings of this job; anything else is dropped (a port scanner, an old job) and logged.
+  b->incoming_ = std::make_unique<IncomingFrames>("rank " + std::to_string(rank), [b = b.get()](
+      const FrameHeader& h, std::string* why) -> long long {
+    if (!validateFrameHeader(h, b->id_.secret, b->nranks_, why)) return -1;
+    switch (static_cast<FrameType>(h.type)) {
+      case FrameType::Ring:
+      case FrameType::Ping: return 0;
+      case FrameType::P2p:
+      case FrameType::Failure: return static_cast<long long>(h.length);
+      default: return *why = "unexpected frame type " + std::to_string(h.type), -1;
+    }
+  });
   Deadline d = b->deadline();
 
   // Our listener, on the interface that reaches the root's network (same selection rules).
@@ -340,42 +303,19 @@ loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, 
 
 loomResult_t Bootstrap::acceptOne(const Deadline& d) {
   for (;;) {
-    int fd = -1;
-    LOOM_CHECK(acceptSocket(listenFd_, d, abort_, &fd));
-    if (fd < 0) return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a peer to connect", rank_);
-    FrameHeader h{};
-    // Its own deadline, not the wait's: callers wait in short slices, and a frame that is slow to arrive
-    // (a congested or lossy network) must not be cut off, and so lost, when a slice ends.
-    const Deadline hd = Deadline::afterSeconds(kHeaderSeconds);
-    std::string why;
-    // A bad connection is logged and dropped, never an error of ours: it may be a port scanner or an
-    // old job, and the communicator being built must not be disturbed by it.
-    if (recvAll(fd, &h, sizeof(h), hd, abort_, "bootstrap: read frame") != loomSuccess ||
-        !validateFrameHeader(h, id_.secret, nranks_, &why) ||
-        (h.type != static_cast<uint16_t>(FrameType::Ring) && h.type != static_cast<uint16_t>(FrameType::P2p) &&
-         h.type != static_cast<uint16_t>(FrameType::Failure) && h.type != static_cast<uint16_t>(FrameType::Ping))) {
-      LOOM_WARN(kBootstrap, "rank %d: dropped an incoming bootstrap connection: %s", rank_,
-                why.empty() ? "truncated or unexpected frame" : why.c_str());
-      close(fd);
-      if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap: communicator aborted");
+    IncomingFrames::Frame f;
+    const loomResult_t r = incoming_->next(listenFd_, d, abort_, &f);
+    if (r == loomTimeout)
+      return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a peer to connect", rank_);
+    LOOM_CHECK(r);
+    const FrameType type = static_cast<FrameType>(f.header.type);
+    if (type == FrameType::Ping) {  // a liveness check (peerAlive): nothing to keep
+      close(f.fd);
       continue;
     }
-    if (h.type == static_cast<uint16_t>(FrameType::Ping)) {  // a liveness check (peerAlive): nothing to keep
-      close(fd);
-      continue;
-    }
-    Message m{static_cast<FrameType>(h.type), h.from, h.tag, {}, -1};
-    if (m.type == FrameType::Ring) {
-      m.fd = fd;
-    } else {
-      m.payload.resize(h.length);
-      loomResult_t r = recvAll(fd, m.payload.data(), h.length, hd, abort_, "bootstrap: read message");
-      close(fd);
-      if (r != loomSuccess) {
-        LOOM_WARN(kBootstrap, "rank %d: dropped a truncated message from rank %d", rank_, h.from);
-        continue;
-      }
-    }
+    Message m{type, f.header.from, f.header.tag, std::move(f.payload), -1};
+    if (type == FrameType::Ring) m.fd = f.fd;  // the ring's data follows on this connection
+    else close(f.fd);
     unexpected_.push_back(std::move(m));
     return loomSuccess;
   }
@@ -452,8 +392,10 @@ loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
 bool Bootstrap::failureAnnounced(int* culprit, int* from) {
   QuietErrors quiet;
   const std::string keep = lastError();
+  // New connections, and those whose first frame is still arriving: take what is there, never wait
+  // (this runs between the sleeps of every blocked call).
   pollfd p{listenFd_, POLLIN, 0};
-  while (::poll(&p, 1, 0) > 0 && acceptOne(Deadline::afterSeconds(0.05)) == loomSuccess) {
+  while ((::poll(&p, 1, 0) > 0 || incoming_->pendingCount() > 0) && acceptOne(Deadline::afterSeconds(0)) == loomSuccess) {
   }
   restoreLastError(keep);
   for (const Message& m : unexpected_) {

@@ -21,6 +21,7 @@
 #include "core/unique_id.h"
 
 namespace loom {
+class IncomingFrames;
 
 // Failure: "I am leaving the ring because rank X failed", sent to the ring neighbours by a rank whose
 // ring connection broke, so that the failure that spreads around the ring is reported as X's.
@@ -110,6 +111,7 @@ class Bootstrap {
   int listenFd_ = -1, ringSendFd_ = -1, ringRecvFd_ = -1;
   std::vector<PackedAddress> peers_;
   std::deque<Message> unexpected_;
+  std::unique_ptr<IncomingFrames> incoming_;  // connections to our listener whose first frame is arriving
   uint32_t ringSeq_ = 0;
 };
 

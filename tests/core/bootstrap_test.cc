@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/comm.h"
+#include "core/socket.h"
 
 namespace loom {
 namespace {
@@ -170,6 +171,49 @@ TEST(Bootstrap, SlowAndHostileClientsDoNotHoldUpTheJob) {
   done = true;
   dribble.join();
   for (int& fd : clients) closeSocket(&fd);
+}
+
+// The same at a rank's own listener: rank 0 opens dribbling, truncated and stale-secret connections to
+// rank 1's listener, then sends it a message; rank 1 reads them all at once and gets the message at
+// once (it used to read each connection's first frame in turn, up to 5 s each).
+TEST(Bootstrap, SlowClientsAtARanksListenerDoNotHoldUpItsMessages) {
+  UniqueIdData id = freshId(), stale = freshId();
+  runThreads(2, id, [&](Bootstrap& b) {
+    if (b.rank() == 1) {
+      int got = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_EQ(b.recv(0, 42, &got, sizeof got), loomSuccess) << lastError();
+      EXPECT_EQ(got, 1234);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0)
+          << "the message waited behind the slow clients";
+      return;
+    }
+    SocketAddress target{};
+    ASSERT_EQ(parseHostPort(b.peerAddress(1), &target), loomSuccess);
+    FrameHeader h{};
+    h.magic = 0x4c4d4253;
+    h.type = 4;  // P2p
+    h.from = 0;
+    h.tag = 42;
+    h.length = sizeof(int);
+    std::memcpy(h.secret, id.secret, sizeof h.secret);
+    std::vector<int> clients;
+    for (int i = 0; i < 4; ++i) {
+      int fd = -1;
+      ASSERT_EQ(connectSocket(target, Deadline::afterSeconds(5), nullptr, &fd), loomSuccess);
+      clients.push_back(fd);
+    }
+    sendAll(clients[0], &h, 1, Deadline::afterSeconds(5), nullptr, "t");  // one byte, then silence
+    sendAll(clients[1], &h, sizeof h / 2, Deadline::afterSeconds(5), nullptr, "t");  // half a header
+    FrameHeader old = h;
+    std::memcpy(old.secret, stale.secret, sizeof old.secret);
+    sendAll(clients[2], &old, sizeof old, Deadline::afterSeconds(5), nullptr, "t");  // another job's
+    sendAll(clients[3], &h, sizeof h, Deadline::afterSeconds(5), nullptr, "t");  // a header, no payload
+    const int value = 1234;
+    ASSERT_EQ(b.send(1, 42, &value, sizeof value), loomSuccess) << lastError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 is done before they close
+    for (int& fd : clients) closeSocket(&fd);
+  });
 }
 
 TEST(Bootstrap, MissingRanksTimeOut) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the core, transport and API suites with a sanitizer and runs them (CTest sanitize_address and
-# sanitize_thread; about 2 minutes each here).  UCX is left out: its libucm hooks madvise at thread
+# Builds the core, transport and API suites with a sanitizer and runs them, then a reduced matrix of the
+# collectives (every collective and every allreduce algorithm at 3 ranks: every type, op, count and
+# placement) (CTest sanitize_address and sanitize_thread; 3-5 minutes each here).  UCX is left out: its libucm hooks madvise at thread
 # exit, inside TSan's interceptors, and crash there.
 #   tests/sanitize/run.sh [address|thread] [BUILD_DIR]
 # address = AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on), thread = ThreadSanitizer.
@@ -15,7 +16,7 @@ esac
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_WITH_CUDA=OFF -DLOOM_WITH_TORCH=OFF -DLOOM_WITH_UCX=OFF \
   -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer -O1" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test transport_test api_test
+ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test transport_test api_test collectives_test allreduce_test
 if [ "$kind" = address ]; then
   # hwloc loads its PCI component (and with it libpciaccess) per topology and unloads it after; what
   # libpciaccess keeps allocated then shows as a leak from an unknown module.  Kept loaded from the
@@ -29,4 +30,7 @@ for t in core_test transport_test api_test; do
   echo "== $t ($kind)"
   "$build/tests/$t" --gtest_brief=1 || fail=1
 done
+echo "== collectives_test, allreduce_test at 3 ranks ($kind)"
+"$build/tests/collectives_test" --gtest_brief=1 --gtest_filter='*3ranks' || fail=1
+"$build/tests/allreduce_test" --gtest_brief=1 --gtest_filter='Ranks/*3ranks:Forced/*3ranks' || fail=1
 exit $fail

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,15 +26,58 @@ std::string RankOutcome::describe() const {
   return s + "exit code " + std::to_string(exitCode);
 }
 
+namespace {
+// Waits (2 s at most) until every other thread of this process sleeps.  The thread loomGetUniqueId has
+// just started for the bootstrap root allocates while it sets up, and a fork then could copy a malloc
+// lock it holds into a child (AddressSanitizer's allocator has no fork handlers in this GCC, and a rank
+// hung so); once set up it sleeps in poll until a rank connects.
+void waitForOtherThreadsToSleep() {
+  const std::string self = std::to_string(syscall(SYS_gettid));
+  for (int i = 0; i < 2000; ++i) {
+    bool allAsleep = true;
+    DIR* d = opendir("/proc/self/task");
+    if (d == nullptr) return;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.' || self == e->d_name) continue;
+      char buf[256] = {};
+      const std::string path = std::string("/proc/self/task/") + e->d_name + "/stat";
+      FILE* f = std::fopen(path.c_str(), "r");
+      if (f == nullptr) continue;
+      const size_t got = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      const char* paren = std::strrchr(buf, ')');  // "tid (name) S ..."
+      if (got > 0 && paren != nullptr && paren[1] == ' ' && paren[2] != 'S') allAsleep = false;
+    }
+    closedir(d);
+    if (allAsleep) return;
+    usleep(1000);
+  }
+}
+}  // namespace
+
 std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn, double timeoutSec) {
+  waitForOtherThreadsToSleep();
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids(n, -1);
   std::vector<RankOutcome> out(n);
+  // No rank starts before the last one is forked: a rank that starts early talks to the bootstrap root
+  // thread of this process, which then allocates while the next fork copies the process (see above).
+  // Each child waits for the end of this pipe to close.
+  int go[2];
+  if (pipe(go) != 0) {
+    for (int r = 0; r < n; ++r) out[r].rank = r, out[r].exitCode = 127;
+    return out;
+  }
   for (int r = 0; r < n; ++r) {
     out[r].rank = r;
     pid_t pid = fork();
     if (pid == 0) {
+      close(go[1]);
+      char byte;
+      while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      close(go[0]);
       paramsReloadForTesting();  // the test may have changed LOOM_* variables since the parent read them
       int code = fn(r);
       std::fflush(stdout);
@@ -42,6 +86,8 @@ std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn
     }
     pids[r] = pid;
   }
+  close(go[0]);
+  close(go[1]);  // every rank starts now
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   int left = n;
   while (left > 0) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the core, transport and API suites with a sanitizer and runs them, then a reduced matrix of the
-# collectives (every collective and every allreduce algorithm at 3 ranks: every type, op, count and
-# placement) (CTest sanitize_address and sanitize_thread; 3-5 minutes each here).  UCX is left out: its libucm hooks madvise at thread
-# exit, inside TSan's interceptors, and crash there.
+# Builds the unit suites (core, algos, topo, transport) and the multi-process p2p and API suites with a
+# sanitizer and runs them, then a reduced matrix of the collectives: every collective and every allreduce
+# algorithm at 3 ranks, every type, op, count and placement (CTest sanitize_address and sanitize_thread;
+# 4-5 minutes each here).  UCX is left out: its libucm hooks madvise at thread exit, inside TSan's
+# interceptors, and crash there.
 #   tests/sanitize/run.sh [address|thread] [BUILD_DIR]
 # address = AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on), thread = ThreadSanitizer.
 set -euo pipefail
@@ -16,7 +17,7 @@ esac
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_WITH_CUDA=OFF -DLOOM_WITH_TORCH=OFF -DLOOM_WITH_UCX=OFF \
   -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer -O1" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test transport_test api_test collectives_test allreduce_test
+ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test algos_test topo_test transport_test p2p_test api_test collectives_test allreduce_test
 if [ "$kind" = address ]; then
   # hwloc loads its PCI component (and with it libpciaccess) per topology and unloads it after; what
   # libpciaccess keeps allocated then shows as a leak from an unknown module.  Kept loaded from the
@@ -26,7 +27,7 @@ if [ "$kind" = address ]; then
 fi
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0
 fail=0
-for t in core_test transport_test api_test; do
+for t in core_test algos_test topo_test transport_test p2p_test api_test; do
   echo "== $t ($kind)"
   "$build/tests/$t" --gtest_brief=1 || fail=1
 done

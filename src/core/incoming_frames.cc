@@ -28,8 +28,8 @@ void IncomingFrames::drop(size_t i, const std::string& why) {
   pending_.erase(pending_.begin() + static_cast<long>(i));
 }
 
-bool IncomingFrames::readSome(Pending& c, bool* dropped) {
-  *dropped = false;
+bool IncomingFrames::readSome(Pending& c, std::string* dropReason) {
+  dropReason->clear();
   for (;;) {
     char* into;
     size_t want;
@@ -44,16 +44,15 @@ bool IncomingFrames::readSome(Pending& c, bool* dropped) {
     }
     const ssize_t n = ::recv(c.fd, into, want, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      *dropped = true;
+      *dropReason = c.have < sizeof(FrameHeader) ? "closed before a whole header" : "closed mid-frame";
       return false;
     }
     if (n < 0) return false;  // nothing more for now
     c.have += static_cast<size_t>(n);
     if (c.have == sizeof(FrameHeader)) {  // the header alone says whether, and how much, to read on
-      std::string why;
-      c.payloadBytes = payloadSize_(c.header, &why);
+      c.payloadBytes = payloadSize_(c.header, dropReason);
       if (c.payloadBytes < 0) {
-        *dropped = true;
+        if (dropReason->empty()) *dropReason = "refused header";
         return false;
       }
       c.payload.resize(static_cast<size_t>(c.payloadBytes));
@@ -75,19 +74,16 @@ loomResult_t IncomingFrames::next(int listenFd, const Deadline& until, const std
     for (size_t i = pending_.size(); i-- > 0;) {
       Pending& c = pending_[i];
       if (p[i + 1].revents != 0) {
-        bool dropped = false;
-        if (readSome(c, &dropped)) {
+        std::string dropReason;
+        if (readSome(c, &dropReason)) {
           out->fd = c.fd;
           out->header = c.header;
           out->payload = std::move(c.payload);
           pending_.erase(pending_.begin() + static_cast<long>(i));
           return loomSuccess;
         }
-        if (dropped) {
-          std::string why;
-          if (c.payloadBytes < 0 && c.have == sizeof(FrameHeader)) payloadSize_(c.header, &why);
-          drop(i, why.empty() ? (c.have < sizeof(FrameHeader) ? "closed before a whole header" : "closed mid-frame")
-                              : why);
+        if (!dropReason.empty()) {
+          drop(i, dropReason);
           continue;
         }
       }

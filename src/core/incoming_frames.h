@@ -49,8 +49,9 @@ class IncomingFrames {
     std::vector<char> payload;
   };
   void drop(size_t i, const std::string& why);
-  // Reads what is there; true when the frame is complete.
-  bool readSome(Pending& c, bool* dropped);
+  // Reads what is there; true when the frame is complete.  *dropReason is set (non-empty) when the
+  // connection must be dropped: closed early, or a header refused by payloadSize_.
+  bool readSome(Pending& c, std::string* dropReason);
 
   std::string who_;
   PayloadSize payloadSize_;

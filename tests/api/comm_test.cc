@@ -19,10 +19,7 @@ namespace {
 
 using loom::testing::forkRanks;
 using loom::testing::runRanks;
-
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using loom::testing::secondsSince;
 
 TEST(Comm, InitAllDrivesOneThreadPerRank) {
   const int n = 4;

@@ -18,10 +18,7 @@ namespace {
 
 using loom::testing::forkRanks;
 using loom::testing::runRanks;
-
-double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using loom::testing::secondsSince;
 
 // Rank 1 joins a second late: rank 0's calls return at once, the stream says in progress, and the
 // twenty in-place sums, run in issue order, give nranks^20 times the input.

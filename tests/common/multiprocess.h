@@ -6,6 +6,7 @@
 
 #include "loom_build_config.h"
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn
 // process still there.
 void runRanks(int n, const std::function<void(int rank, loomComm_t comm)>& body, double timeoutSec = 180,
               int commTimeoutSec = 0);
+
+// Seconds since t0 (the tests' bounds on how long a failure may take to surface).
+inline double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // /dev/shm entries that belong to the job of this unique id.
 std::vector<std::string> shmSegmentsOf(const loomUniqueId& id);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,15 @@
 #include "core/unique_id.h"
 
 namespace loom::testing {
+
+double timeBound(double seconds) {
+  static const double scale = [] {
+    const char* v = getenv("LOOM_TEST_TIME_SCALE");
+    const double x = v ? atof(v) : 1.0;
+    return x >= 1.0 ? x : 1.0;
+  }();
+  return seconds * scale;
+}
 
 std::string RankOutcome::describe() const {
   std::string s = "rank " + std::to_string(rank) + ": ";

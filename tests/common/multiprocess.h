@@ -46,6 +46,11 @@ inline double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// An upper bound of `seconds` on how long something may take, stretched by LOOM_TEST_TIME_SCALE (default
+// 1): a sanitizer build runs several times slower, and its CI run shares two cores with the other tests.
+// Lower bounds ("waited for the timeout") are never stretched.
+double timeBound(double seconds);
+
 // /dev/shm entries that belong to the job of this unique id.
 std::vector<std::string> shmSegmentsOf(const loomUniqueId& id);
 

@@ -17,7 +17,13 @@ esac
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_WITH_CUDA=OFF -DLOOM_WITH_TORCH=OFF -DLOOM_WITH_UCX=OFF \
   -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer -O1" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test algos_test topo_test transport_test p2p_test api_test collectives_test allreduce_test
+# The build's output is kept out of the way (shown only when it fails), so that what a CI log shows
+# first of this test is the suites' own output.
+log=$build/build.log
+if ! ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test algos_test topo_test transport_test p2p_test \
+    api_test collectives_test allreduce_test > "$log" 2>&1; then
+  tail -n 60 "$log"; exit 1
+fi
 if [ "$kind" = address ]; then
   # hwloc loads its PCI component (and with it libpciaccess) per topology and unloads it after; what
   # libpciaccess keeps allocated then shows as a leak from an unknown module.  Kept loaded from the
@@ -26,12 +32,23 @@ if [ "$kind" = address ]; then
   [ -n "$pciaccess" ] && export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $pciaccess"
 fi
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0
-fail=0
-for t in core_test algos_test topo_test transport_test p2p_test api_test; do
-  echo "== $t ($kind)"
-  "$build/tests/$t" --gtest_brief=1 || fail=1
+# The tests' upper bounds on how long a failure may take to surface, stretched for the slower build.
+export LOOM_TEST_TIME_SCALE=${LOOM_TEST_TIME_SCALE:-4}
+failed=()
+suite() {  # suite NAME [gtest args...]: runs one suite, its output kept for the summary
+  local name=$1; shift
+  echo "== $name ($kind)"
+  if ! "$build/tests/${name%% *}" --gtest_brief=1 "$@" 2>&1 | tee "$build/${name// /_}.out"; then
+    failed+=("$name")
+  fi
+}
+for t in core_test algos_test topo_test transport_test p2p_test api_test; do suite $t; done
+suite "collectives_test 3ranks" --gtest_filter='*3ranks'
+suite "allreduce_test 3ranks" --gtest_filter='Ranks/*3ranks:Forced/*3ranks'
+[ ${#failed[@]} -eq 0 ] && { echo "all suites passed ($kind)"; exit 0; }
+# Repeated at the end, where a truncated log still shows it: which suites failed, and their failures.
+for name in "${failed[@]}"; do
+  echo "== FAILED: $name ($kind)"
+  grep -E -A12 'Failure|ERROR|Sanitizer|runtime error|FAILED|hung|signal' "$build/${name// /_}.out" | head -n 80
 done
-echo "== collectives_test, allreduce_test at 3 ranks ($kind)"
-"$build/tests/collectives_test" --gtest_brief=1 --gtest_filter='*3ranks' || fail=1
-"$build/tests/allreduce_test" --gtest_brief=1 --gtest_filter='Ranks/*3ranks:Forced/*3ranks' || fail=1
-exit $fail
+exit 1

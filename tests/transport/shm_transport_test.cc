@@ -1,4 +1,5 @@
 #include "transport/shm/shm_transport.h"
+#include "tests/common/multiprocess.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 
 namespace loom {
 namespace {
+
+using testing::timeBound;
 
 PeerInfo info(int rank, uint64_t host) {
   PeerInfo p{};
@@ -116,7 +119,7 @@ TEST(ShmTransport, EmptyFifoWaitEndsOnAbort) {
   uint64_t sig;
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(60, &abort)), loomRemoteError);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(2.0));
   t.join();
 }
 
@@ -138,7 +141,7 @@ TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
   ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(10)), loomSuccess);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(std::memcmp(data, "wake", 4), 0);
-  EXPECT_LT(s, 3.0);
+  EXPECT_LT(s, timeBound(3.0));
   int status = 0;
   waitpid(child, &status, 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);

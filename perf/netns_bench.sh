@@ -4,7 +4,7 @@
 # that drift on a shared machine hits all alike:
 #   loom over the socket transport and over UCX (tcp), and OpenMPI's own MPI_Allreduce (pml ob1,
 #   btl tcp), all through build/perf/all_reduce_perf under mpirun (an rsh agent enters the namespaces);
-#   Gloo, PyTorch's gloo backend (perf/gloo_allreduce.py; skipped with a note when torch is missing);
+#   Gloo, PyTorch's gloo backend (perf/gloo_bench.py; skipped with a note when torch is missing);
 #   iperf3's single-stream TCP throughput between two hosts on the same veths, the ceiling.
 # Prints the median busbw of each library per size, and loom's ratios to the others.
 # usage: [LOOM_...=...] perf/netns_bench.sh BUILD_DIR [HOSTS] [ROUNDS] [SIZES...]
@@ -54,11 +54,11 @@ run_gloo() {
   for ((h = 0; h < hosts; h++)); do
     ip netns exec "${NETNS_HOSTS[h]}" env RANK=$h WORLD_SIZE="$hosts" MASTER_ADDR="${NETNS_ADDRS[0]}" \
       MASTER_PORT=$((29000 + NETNS_TAG % 1000)) GLOO_SOCKET_IFNAME="${NETNS_VETHS[h]}" \
-      python3 "$here/gloo_allreduce.py" $sizes >"$results.gloo$h" 2>&1 &
+      python3 "$here/gloo_bench.py" --collectives all_reduce $sizes >"$results.gloo$h" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || true; done
-  awk '/^gloo allreduce/ {print "gloo", $3, $(NF - 1)}' "$results.gloo0" >>"$results"
+  awk '/^gloo all_reduce/ {print "gloo", $3, $(NF - 1)}' "$results.gloo0" >>"$results"
   rm -f "$results".gloo*
 }
 have_torch=1

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/datatypes.h"
+#include "perf/perf_records.h"
 
 namespace loom::perf {
 
@@ -24,7 +25,12 @@ struct Options {
   std::vector<loomDataType_t> types = {loomFloat32};
   std::vector<loomRedOp_t> ops = {loomSum};
   bool mpiBackend = false;
+  bool outOfPlace = true, inPlace = true;  // --placement
+  std::string csvPath, jsonPath;          // --csv, --json (rank 0 writes them)
 };
+
+// Long options without a short form.
+enum LongOnly { kCsv = 1000, kJson, kPlacement };
 
 void usage(FILE* out, const char* prog) {
   std::fprintf(out,
@@ -43,11 +49,18 @@ void usage(FILE* out, const char* prog) {
       "  -a, --average <0..3>       time reported: 0 rank 0's, 1 mean (default), 2 min, 3 max over ranks\n"
       "  -T, --timeout <s>          loom timeout for every wait (default LOOM_TIMEOUT)\n"
       "  -B, --backend <loom|mpi>   library measured (default loom)\n"
+      "      --placement <both|out|in>  measure out-of-place, in-place or both (default both); the other\n"
+      "                             columns print N/A\n"
+      "      --csv <file>           every timed iteration as CSV: collective, backend, ranks, type, op,\n"
+      "                             placement, bytes, iteration, time (us, the slowest rank's)\n"
+      "      --json <file>          a summary: the run's settings and, per size and placement, time (us),\n"
+      "                             algbw, busbw (GB/s) and #wrong\n"
       "  -t, -g, -m, -p, -z, -G     accepted for nccl-tests compatibility: only 1 thread, 1 device, no\n"
       "                             aggregation, no graphs; other values are refused\n"
       "  -h, --help                 this text\n"
       "Output: one line per size with out-of-place then in-place time (us), algbw and busbw (GB/s) and\n"
-      "#wrong, then '# Avg bus bandwidth'.  Exit code 1 when any result was wrong.\n",
+      "#wrong, then '# Avg bus bandwidth'.  Exit code 1 when any result was wrong, 2 for bad options, 3 when\n"
+      "a call failed, 4 when the --csv or --json file could not be written.\n",
       prog);
 }
 
@@ -86,7 +99,8 @@ int parseOptions(int argc, char** argv, Options* o, int rank) {
       {"parallel_init", required_argument, nullptr, 'p'}, {"blocking", required_argument, nullptr, 'z'},
       {"cudagraph", required_argument, nullptr, 'G'},    {"timeout", required_argument, nullptr, 'T'},
       {"backend", required_argument, nullptr, 'B'},      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+      {"csv", required_argument, nullptr, kCsv},         {"json", required_argument, nullptr, kJson},
+      {"placement", required_argument, nullptr, kPlacement}, {nullptr, 0, nullptr, 0}};
   auto bad = [&](const char* what, const char* value) {
     if (rank == 0) std::fprintf(stderr, "%s: invalid %s '%s' (see --help)\n", argv[0], what, value);
     return 2;
@@ -130,6 +144,13 @@ int parseOptions(int argc, char** argv, Options* o, int rank) {
       case 'B':
         if (!std::strcmp(optarg, "mpi")) o->mpiBackend = true;
         else if (std::strcmp(optarg, "loom") != 0) return bad("backend", optarg);
+        break;
+      case kCsv: if (!*optarg) return bad("csv file", optarg); o->csvPath = optarg; break;
+      case kJson: if (!*optarg) return bad("json file", optarg); o->jsonPath = optarg; break;
+      case kPlacement:
+        if (!std::strcmp(optarg, "out")) o->inPlace = false;
+        else if (!std::strcmp(optarg, "in")) o->outOfPlace = false;
+        else if (std::strcmp(optarg, "both") != 0) return bad("placement", optarg);
         break;
       case 'h': if (rank == 0) usage(stdout, argv[0]); return 0;
       default: if (rank == 0) usage(stderr, argv[0]); return 2;
@@ -178,14 +199,24 @@ struct Runner {
   }
 
   // Mean time per call in microseconds (combined over ranks per -a), and wrong elements over all ranks.
-  bool measure(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op, double* usec, long* wrong) const {
+  // perIter (rank 0) gets each timed iteration's time on the slowest rank.
+  bool measure(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op, double* usec, long* wrong,
+               std::vector<double>* perIter) const {
     for (int i = 0; i < o.warmup; ++i)
       if (!run(b, inPlace, type, op)) return false;
     MPI_Barrier(MPI_COMM_WORLD);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i)
+    std::vector<double> mineIter(static_cast<size_t>(o.iters));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    for (int i = 0; i < o.iters; ++i) {
       if (!run(b, inPlace, type, op)) return false;
-    double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+      const auto now = std::chrono::steady_clock::now();
+      mineIter[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(now - last).count();
+      last = now;
+    }
+    double mine = std::chrono::duration<double, std::micro>(last - t0).count() / o.iters;
+    perIter->assign(mineIter.size(), 0.0);
+    MPI_Reduce(mineIter.data(), perIter->data(), o.iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     double sum = 0, mn = 0, mx = 0;
     MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&mine, &mn, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
@@ -281,6 +312,25 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
     }
   }
 
+  // Rank 0 writes the CSV and JSON files; every rank learns whether it could create them.
+  Records records;
+  int opened = 1;
+  if (rank == 0) {
+    std::string error;
+    if (!records.open(o.csvPath, o.jsonPath, RunInfo{test.name, o.mpiBackend ? "mpi" : "loom", nranks, o.iters,
+                                                      o.warmup, o.check},
+                      &error)) {
+      std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
+      opened = 0;
+    }
+  }
+  MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!opened) {
+    if (comm != nullptr) loomCommDestroy(comm);
+    MPI_Finalize();
+    return 2;
+  }
+
   char host[64] = {0};
   gethostname(host, sizeof(host) - 1);
   if (rank == 0) {
@@ -336,7 +386,7 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
                       test.usesRoot ? o.root : -1);
         line = buf;
         for (bool isInPlace : {false, true}) {
-          if (isInPlace && !test.hasInPlace) {
+          if ((isInPlace && !test.hasInPlace) || (isInPlace ? !o.inPlace : !o.outOfPlace)) {
             std::snprintf(buf, sizeof(buf), "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
             line += buf;
             continue;
@@ -344,7 +394,8 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
           const Buffers& b = isInPlace ? inPlace : outOfPlace;
           double usec = 0;
           long wrong = 0;
-          if (!runner.measure(b, isInPlace, type, op, &usec, &wrong)) {
+          std::vector<double> perIter;
+          if (!runner.measure(b, isInPlace, type, op, &usec, &wrong, &perIter)) {
             failed = true;
             break;
           }
@@ -353,6 +404,11 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
           busSum += busbw;
           ++busCount;
           totalWrong += wrong;
+          if (rank == 0)
+            records.add(Measurement{typeName(type), test.usesOp ? opName(op) : "none",
+                                    isInPlace ? "in-place" : "out-of-place", std::max(sendCount, recvCount) * es, usec,
+                                    algbw, busbw, wrong, o.check != 0},
+                        perIter);
           std::snprintf(buf, sizeof(buf), "  %7s  %6.2f  %6.2f  %6s", formatTime(usec).c_str(), algbw, busbw,
                         o.check ? std::to_string(wrong).c_str() : "N/A");
           line += buf;
@@ -365,13 +421,17 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
       }
     }
   }
+  bool written = true;
   if (rank == 0) {
     std::printf("# Out of bounds values : %ld %s\n", totalWrong, totalWrong == 0 ? "OK" : "FAILED");
     std::printf("# Avg bus bandwidth    : %g \n#\n", busCount ? busSum / busCount : 0.0);
+    std::string error;
+    written = records.finish(busCount ? busSum / busCount : 0.0, totalWrong, &error);
+    if (!written) std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
   }
   if (comm != nullptr) loomCommDestroy(comm);
   MPI_Finalize();
-  return failed ? 3 : totalWrong != 0 ? 1 : 0;
+  return failed ? 3 : totalWrong != 0 ? 1 : !written ? 4 : 0;
 }
 
 }  // namespace loom::perf

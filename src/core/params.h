@@ -28,6 +28,8 @@ namespace loom {
   X(IB_HCA, String, "", "RDMA devices the ib transport may use: comma list of name prefixes, ^ excludes, = exact; default: the first with an active port") \
   X(IB_GID_INDEX, Int, "-1", "GID table index for RoCE and iWARP; -1: the first RoCE v2 entry (else 0)")                  \
   X(IB_WRITE_IMM, Int, "1", "1: signal each RDMA write with an immediate where the device has it; 0: always write + SEND")  \
+  X(IB_QPS_PER_CONNECTION, Int, "1", "RC queue pairs per ib connection (1..16): frames are striped over them by slot; the receiver's value holds") \
+  X(IB_MR_CACHE, Size, "64M", "registered ring memory of closed ib connections kept for the next ones (bytes); 0: deregister at once") \
   X(IB_CM, Int, "-1", "how ib queue pairs connect: 1 rdma_cm (rdma_connect/accept), 0 QP attributes over TCP, -1 rdma_cm on iWARP only") \
   X(NSOCKS, Int, "1", "TCP sockets per socket-transport connection (1..16); frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \

@@ -41,6 +41,8 @@ struct State {
   std::map<uint32_t, Qp*> qps;
   std::map<uint32_t, int> access;  // by key
   uint64_t withImm = 0, plain = 0;
+  std::map<uint32_t, uint64_t> writesByQpn;  // qpn (creation order) -> RDMA writes posted
+  uint64_t shuffleState = 0x9e3779b97f4a7c15ull;
   // rdma_cm
   ibv_context cmContext{};  // the device context rdma_cm hands out with resolved identifiers
   uint16_t nextPort = 20000;
@@ -176,6 +178,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       }
       std::memcpy(reinterpret_cast<char*>(wr->wr.rdma.remote_addr), data.data(), data.size());
       (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
+      ++g.writesByQpn[qp->qp_num];
     }
     if (wr->opcode != IBV_WR_RDMA_WRITE) {
       // Consumes the peer's next receive: a SEND's data lands in it; an immediate only completes it.
@@ -230,8 +233,21 @@ int pollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   auto& q = g.cqs[cq];
   int k = 0;
   for (; k < n && !q.empty(); ++k) {
-    wc[k] = q.front();
-    q.pop_front();
+    size_t pick = 0;
+    if (g.options.shuffleAcrossQps) {
+      // The first completion of a queue pair chosen at random among those waiting: per queue pair the
+      // order holds, across them it does not.
+      std::vector<size_t> heads;
+      for (size_t i = 0; i < q.size(); ++i) {
+        bool first = true;
+        for (size_t j = 0; j < i && first; ++j) first = q[j].qp_num != q[i].qp_num;
+        if (first) heads.push_back(i);
+      }
+      g.shuffleState ^= g.shuffleState << 13, g.shuffleState ^= g.shuffleState >> 7, g.shuffleState ^= g.shuffleState << 17;
+      pick = heads[g.shuffleState % heads.size()];
+    }
+    wc[k] = q[pick];
+    q.erase(q.begin() + static_cast<long>(pick));
   }
   return k;
 }
@@ -534,6 +550,7 @@ const VerbsApi& install(const Options& options) {
     std::strcpy(g.device.name, options.iwarp ? "emu_siw0" : options.roce ? "emu_rxe0" : "emu_ib0");
     g.device.transport_type = options.iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;
     g.withImm = g.plain = 0;
+    g.writesByQpn.clear();
     g.cmEstablished = g.cmRejected = 0;
     g.cmContext = ibv_context{};
     g.cmContext.device = &g.device;
@@ -560,6 +577,12 @@ uint64_t counter(const uint64_t State::*which) {
 uint64_t writesWithImm() { return counter(&State::withImm); }
 uint64_t plainWrites() { return counter(&State::plain); }
 uint64_t cmEstablished() { return counter(&State::cmEstablished); }
+std::vector<uint64_t> writesPerQp() {
+  std::lock_guard<std::mutex> lock(g.mu);
+  std::vector<uint64_t> v;
+  for (const auto& [qpn, n] : g.writesByQpn) v.push_back(n);
+  return v;
+}
 uint64_t cmRejected() { return counter(&State::cmRejected); }
 
 }  // namespace emulated

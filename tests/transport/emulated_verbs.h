@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "transport/ib/verbs_api.h"
 
@@ -21,6 +22,9 @@ struct Options {
   bool iwarp = false;   // transport type iWARP, and WRITE WITH IMMEDIATE is refused at post time
   bool roce = true;     // Ethernet link layer with a RoCE v2 GID at index 1 (else InfiniBand with a LID)
   bool portActive = true;
+  // Completions of different queue pairs on one completion queue come out in a shuffled order (each
+  // queue pair's own stay in order), as a device serving several queue pairs in parallel may deliver them.
+  bool shuffleAcrossQps = false;
 };
 
 // Installs the emulated device (replacing any earlier one) and returns its table.
@@ -30,6 +34,8 @@ void breakAllQueuePairs();
 // Counters, to check which completion mode ran.
 uint64_t writesWithImm();
 uint64_t plainWrites();
+// RDMA writes (either kind) per queue pair that posted them, in queue-pair creation order.
+std::vector<uint64_t> writesPerQp();
 // rdma_cm connections accepted and requests rejected since install().
 uint64_t cmEstablished();
 uint64_t cmRejected();

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/params.h"
 #include "transport/emulated_verbs.h"
 #include "transport/ib/ib_transport.h"
+#include "transport/ib/mr_cache.h"
 #include "transport/net/hello.h"
 #include "tests/common/multiprocess.h"
 
@@ -42,19 +44,6 @@ struct Ends {
     ConnectRequest atSender{0, 1, 0, key, &a, &b};
     return ib.connectSend(atSender, published, &send);
   }
-};
-
-struct Link : Ends {
-  explicit Link(const emulated::Options& o) {
-    emulated::install(o);
-    EXPECT_EQ(listen(), loomSuccess) << loomGetLastError(nullptr);
-    EXPECT_EQ(connect(ci), loomSuccess) << loomGetLastError(nullptr);
-  }
-  ~Link() {
-    send.reset();
-    recv.reset();
-    setVerbsApiForTesting(nullptr);
-  }
   // Sends `frames` frames of `bytes` and checks each on arrival.
   void exchange(int frames, size_t bytes) {
     std::thread producer([&] {
@@ -76,6 +65,19 @@ struct Link : Ends {
       recv->release();
     }
     producer.join();
+  }
+};
+
+struct Link : Ends {
+  explicit Link(const emulated::Options& o) {
+    emulated::install(o);
+    EXPECT_EQ(listen(), loomSuccess) << loomGetLastError(nullptr);
+    EXPECT_EQ(connect(ci), loomSuccess) << loomGetLastError(nullptr);
+  }
+  ~Link() {
+    send.reset();
+    recv.reset();
+    setVerbsApiForTesting(nullptr);
   }
 };
 
@@ -175,6 +177,76 @@ TEST(EmulatedVerbs, WriteImmOffForcesTheSendMode) {
   }
   unsetenv("LOOM_IB_WRITE_IMM");
   paramsReloadForTesting();
+}
+
+// A closed connection's registered ring and note buffers serve the next connection (no new
+// registration) while LOOM_IB_MR_CACHE allows; with 0 every connection registers its own.
+TEST(EmulatedVerbs, ClosedConnectionsRegisteredBuffersServeTheNextOnes) {
+  emulated::install(emulated::Options{});
+  auto connectAndSend = [] {
+    Ends e;
+    ASSERT_EQ(e.listen(), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(e.connect(e.ci), loomSuccess) << loomGetLastError(nullptr);
+    e.exchange(8, 4000);
+  };
+  const MrCacheStats s0 = mrCacheStats();
+  connectAndSend();
+  const MrCacheStats s1 = mrCacheStats();
+  EXPECT_EQ(s1.registrations - s0.registrations, 4u) << "each end registers its slot ring and its note buffers";
+  connectAndSend();
+  const MrCacheStats s2 = mrCacheStats();
+  EXPECT_EQ(s2.registrations, s1.registrations) << "the second connection reuses the first one's registrations";
+  EXPECT_EQ(s2.reuses - s1.reuses, 4u);
+  EXPECT_GT(s2.idleBytes, 0u);
+  setenv("LOOM_IB_MR_CACHE", "0", 1);
+  paramsReloadForTesting();
+  connectAndSend();
+  const MrCacheStats s3 = mrCacheStats();
+  EXPECT_EQ(s3.idleBytes, 0u) << "nothing is kept with LOOM_IB_MR_CACHE=0";
+  connectAndSend();
+  EXPECT_EQ(mrCacheStats().registrations - s3.registrations, 4u) << "so the next connection registers anew";
+  unsetenv("LOOM_IB_MR_CACHE");
+  paramsReloadForTesting();
+  setVerbsApiForTesting(nullptr);
+}
+
+// LOOM_IB_QPS_PER_CONNECTION=4: frames are striped over four queue pairs by slot, and frames still reach
+// the rank whole and in order when the device completes the queue pairs' work in a shuffled order.
+void stripedCase(emulated::Options o, uint64_t wantCmConnections) {
+  setenv("LOOM_IB_QPS_PER_CONNECTION", "4", 1);
+  paramsReloadForTesting();
+  o.shuffleAcrossQps = true;
+  {
+    Link l(o);
+    l.exchange(200, 3000);
+    EXPECT_EQ(emulated::writesPerQp(), std::vector<uint64_t>(4, 50)) << "each of the 4 queue pairs carries every 4th slot";
+    EXPECT_EQ(emulated::cmEstablished(), wantCmConnections);
+  }
+  unsetenv("LOOM_IB_QPS_PER_CONNECTION");
+  paramsReloadForTesting();
+}
+
+TEST(EmulatedVerbs, RoceStripesFramesOverSeveralQueuePairs) { stripedCase(emulated::Options{}, 0); }
+
+TEST(EmulatedVerbs, IwarpConnectsEachQueuePairThroughRdmaCm) {
+  emulated::Options o;
+  o.iwarp = true;
+  stripedCase(o, 4);
+}
+
+TEST(EmulatedVerbs, QueuePairsPerConnectionOutOfRangeIsRefused) {
+  emulated::install(emulated::Options{});
+  for (const char* v : {"0", "17"}) {
+    setenv("LOOM_IB_QPS_PER_CONNECTION", v, 1);
+    paramsReloadForTesting();
+    Ends e;
+    EXPECT_EQ(e.listen(), loomInvalidArgument) << v;
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_IB_QPS_PER_CONNECTION"), std::string::npos)
+        << loomGetLastError(nullptr);
+  }
+  unsetenv("LOOM_IB_QPS_PER_CONNECTION");
+  paramsReloadForTesting();
+  setVerbsApiForTesting(nullptr);
 }
 
 TEST(EmulatedVerbs, QueuePairErrorIsARemoteErrorOnBothSides) {

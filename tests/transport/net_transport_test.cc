@@ -31,6 +31,7 @@ struct NetCase {
   const char* transport;  // "socket", "ucx", or "ib" on an emulated device
   int nsocks;             // LOOM_NSOCKS (socket only)
   const char* device;     // ib only: "roce", "iwarp" or "infiniband" (emulated: this machine has no RDMA NIC)
+  int qps = 1;            // LOOM_IB_QPS_PER_CONNECTION (ib only)
 };
 
 std::unique_ptr<Transport> makeTransport(const NetCase& c) {
@@ -59,6 +60,7 @@ class NetTransport : public ::testing::TestWithParam<NetCase> {
  protected:
   void SetUp() override {
     setenv("LOOM_NSOCKS", std::to_string(GetParam().nsocks).c_str(), 1);
+    setenv("LOOM_IB_QPS_PER_CONNECTION", std::to_string(GetParam().qps).c_str(), 1);
     setenv("UCX_TLS", "tcp", 1);
     paramsReloadForTesting();
     transport_ = makeTransport(GetParam());
@@ -73,6 +75,7 @@ class NetTransport : public ::testing::TestWithParam<NetCase> {
     send_.reset();
     recv_.reset();
     unsetenv("LOOM_NSOCKS");
+    unsetenv("LOOM_IB_QPS_PER_CONNECTION");
     unsetenv("UCX_TLS");
     paramsReloadForTesting();
 #if LOOM_HAVE_VERBS
@@ -170,6 +173,7 @@ std::vector<NetCase> cases() {
 #endif
 #if LOOM_HAVE_VERBS
   for (const char* device : {"roce", "iwarp", "infiniband"}) v.push_back({"ib", 1, device});
+  v.push_back({"ib", 1, "iwarp", 3});  // three queue pairs, each connected through rdma_cm
 #endif
   return v;
 }
@@ -177,7 +181,8 @@ std::vector<NetCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Wires, NetTransport, ::testing::ValuesIn(cases()), [](const auto& p) {
   const std::string name = p.param.transport;
   if (name == "socket") return name + "_" + std::to_string(p.param.nsocks) + "socks";
-  if (name == "ib") return name + "_emulated_" + p.param.device;
+  if (name == "ib")
+    return name + "_emulated_" + p.param.device + (p.param.qps > 1 ? "_" + std::to_string(p.param.qps) + "qps" : "");
   return name;
 });
 

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "core/socket.h"
+#include "transport/ib/mr_cache.h"
 #include "transport/ib/verbs_api.h"
 #include "transport/net/hello.h"
 #include "transport/net/staged_queue.h"
@@ -26,6 +27,7 @@ constexpr uint32_t kMagic = 0x4c4f4f49;    // "LOOI": queue pairs connected by a
 constexpr uint32_t kMagicCm = 0x4c4f4f43;  // "LOOC": queue pairs connected through rdma_cm
 constexpr size_t kHeaderBytes = 16;      // at the start of every slot: size, signature
 constexpr size_t kNoteBytes = 16;        // a credit or a write notification: the slot index
+constexpr int kMaxQps = 16;              // LOOM_IB_QPS_PER_CONNECTION at most
 
 static_assert(sizeof(FrameHeader) == kHeaderBytes, "slot header layout");
 
@@ -148,7 +150,7 @@ class CmEndpoint {
   };
   explicit CmEndpoint(const RdmaCmApi& cm) : cm_(cm) {}
   ~CmEndpoint() {
-    if (conn_ != nullptr) cm_.destroyId(conn_);
+    for (rdma_cm_id* c : conns_) cm_.destroyId(c);
     if (id_ != nullptr) cm_.destroyId(id_);
     if (channel_ != nullptr) cm_.destroyEventChannel(channel_);
   }
@@ -160,8 +162,8 @@ class CmEndpoint {
     return true;
   }
   rdma_cm_id* id() const { return id_; }
-  // The connection's id on the receiving side (owned from here on).
-  void adoptConnection(rdma_cm_id* id) { conn_ = id; }
+  // A connection's id on the receiving side (owned from here on).
+  void adoptConnection(rdma_cm_id* id) { conns_.push_back(id); }
   // The next event, acknowledged (its private data copied out first).
   bool next(const Deadline& deadline, const std::atomic<bool>* stop, Event* e, std::string* why) {
     for (;;) {
@@ -196,87 +198,121 @@ class CmEndpoint {
   const RdmaCmApi& cm_;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* id_ = nullptr;
-  rdma_cm_id* conn_ = nullptr;
+  std::vector<rdma_cm_id*> conns_;
 };
 
 // Whether this device's queue pairs connect through rdma_cm (LOOM_IB_CM; iWARP needs it).
 bool usesRdmaCm(const IbDevice& d) { return params().IB_CM == 1 || (params().IB_CM < 0 && d.iwarp); }
 
+// rdma_cm mode: one protection domain per device context rdma_cm hands out (it opens each device once
+// per process), kept for the life of the process like the device itself, so that registered buffers of
+// a closed connection fit the next one (transport/ib/mr_cache.h).
+ibv_pd* protectionDomainOf(const VerbsApi& api, ibv_context* context) {
+  static std::mutex mu;
+  static auto* pds = new std::map<std::pair<const VerbsApi*, ibv_context*>, ibv_pd*>();
+  std::lock_guard<std::mutex> g(mu);
+  ibv_pd*& pd = (*pds)[{&api, context}];
+  if (pd == nullptr) pd = api.allocPd(context);
+  return pd;
+}
+
 static_assert(sizeof(NetHello) <= 56, "the hello must fit rdma_connect's private data on InfiniBand");
 static_assert(sizeof(QpInfo) <= 196, "the slot description must fit rdma_accept's private data on InfiniBand");
 
-class IbQp {
+// One connection's verbs resources: the slot ring and the note buffers, registered once; one completion
+// queue; and LOOM_IB_QPS_PER_CONNECTION RC queue pairs.  The frame for the peer's slot s travels on queue
+// pair s % count, with its notification, and the credit for slot s comes back on the same one: several
+// queue pairs let the device (and, on a multi-path fabric, the network) move frames in parallel.
+// Completions of different queue pairs arrive in any order; each names its slot.
+class IbConnection {
  public:
-  explicit IbQp(const IbDevice& dev) : dev_(dev), api_(*dev.api) {}
-  ~IbQp() {
-    if (qp_ != nullptr) {
-      if (cm_ != nullptr) cm_->api().destroyQp(cmQpId_);
-      else api_.destroyQp(qp_);
+  IbConnection(const IbDevice& dev, size_t nslots, size_t slotBytes, int nqps)
+      : dev_(dev), api_(*dev.api), nslots_(nslots), qps_(static_cast<size_t>(nqps)) {
+    stride_ = (kHeaderBytes + slotBytes + 63) & ~size_t{63};
+  }
+  ~IbConnection() {
+    for (Qp& q : qps_) {
+      if (q.qp == nullptr) continue;
+      if (q.cmId != nullptr) cmApi_->destroyQp(q.cmId);
+      else api_.destroyQp(q.qp);
     }
     if (cq_ != nullptr) api_.destroyCq(cq_);
-    for (ibv_mr* mr : {slotsMr_, notesMr_})
-      if (mr != nullptr) api_.deregMr(mr);
-    if (ownPd_ != nullptr) api_.deallocPd(ownPd_);
-    cm_.reset();  // the identifiers go after their queue pair
+    // No queue pair can write into them any more: the next connection may have them.
+    releaseRegistered(api_, &slots_);
+    releaseRegistered(api_, &notes_);
+    endpoints_.clear();  // the identifiers go after their queue pairs
   }
-  // The slot ring and note buffers; registered later, on the context the queue pair lives on.
-  void allocate(size_t nslots, size_t slotBytes) {
-    nslots_ = nslots;
-    stride_ = (kHeaderBytes + slotBytes + 63) & ~size_t{63};
-    slots_.assign(nslots * stride_, 0);
-    notes_.assign(2 * nslots * kNoteBytes, 0);  // receive buffers for incoming notes
-  }
-  // QP-exchange mode: registers on the device's own context and creates the queue pair by verbs.
-  loomResult_t create(size_t nslots, size_t slotBytes) {
-    allocate(nslots, slotBytes);
+  int nqps() const { return static_cast<int>(qps_.size()); }
+
+  // QP-exchange mode: registers on the device's own context and creates every queue pair by verbs.
+  loomResult_t create() {
     LOOM_CHECK(registerOn(dev_.context, dev_.pd));
-    ibv_qp_init_attr a = initAttr();
-    qp_ = api_.createQp(dev_.pd, &a);
-    if (qp_ == nullptr)
-      return setError(loomSystemError, "ib %s: cannot create a queue pair (%s)", dev_.name.c_str(), strerror(errno));
-    psn_ = static_cast<uint32_t>(randomNetToken() & 0xffffff);
+    for (Qp& q : qps_) {
+      ibv_qp_init_attr a = initAttr();
+      q.qp = api_.createQp(dev_.pd, &a);
+      if (q.qp == nullptr)
+        return setError(loomSystemError, "ib %s: cannot create a queue pair (%s)", dev_.name.c_str(), strerror(errno));
+      q.psn = static_cast<uint32_t>(randomNetToken() & 0xffffff);
+    }
     return loomSuccess;
   }
-  // rdma_cm mode: the queue pair is made on connection `id` (whose device context rdma_cm chose), with
-  // a protection domain of its own there; the endpoint is kept until the queue pair is gone.
-  bool createOnCm(std::unique_ptr<CmEndpoint> endpoint, rdma_cm_id* id, std::string* why) {
-    cm_ = std::move(endpoint);
-    cmQpId_ = id;
-    ownPd_ = id->verbs != nullptr ? api_.allocPd(id->verbs) : nullptr;
-    if (ownPd_ == nullptr) return *why = "rdma_cm gave no device context for the connection", false;
-    if (registerOn(id->verbs, ownPd_) != loomSuccess) return *why = lastError(), false;
-    ibv_qp_init_attr a = initAttr();
-    if (cm_->api().createQp(id, ownPd_, &a) != 0 || id->qp == nullptr)
-      return *why = "rdma_create_qp failed: " + std::string(strerror(errno)), false;
-    qp_ = id->qp;
-    if (!postReceives()) return *why = "cannot post receives", false;
+  // rdma_cm mode: registers the buffers on the device context rdma_cm chose, in its protection domain.
+  // The receiver does it as soon as its listener is bound (its ring must exist before the connection
+  // does); the sender once its first identifier is resolved.
+  bool prepareOnCm(ibv_context* context, std::string* why) {
+    if (context == nullptr) return *why = "rdma_cm gave no device context (the address is on no RDMA device)", false;
+    cmPd_ = protectionDomainOf(api_, context);
+    if (cmPd_ == nullptr) return *why = "cannot allocate a protection domain", false;
+    if (registerOn(context, cmPd_) != loomSuccess) return *why = lastError(), false;
+    cmContext_ = context;
     return true;
   }
-  CmEndpoint* cm() const { return cm_.get(); }
+  // rdma_cm mode: queue pair k is made on connection `id`, which must be on the same device context.
+  bool createOnCm(int k, rdma_cm_id* id, const RdmaCmApi& cm, std::string* why) {
+    if (cq_ == nullptr && !prepareOnCm(id->verbs, why)) return false;
+    if (id->verbs != cmContext_)
+      return *why = "rdma_cm resolved the queue pairs of one connection to different devices", false;
+    cmApi_ = &cm;
+    ibv_qp_init_attr a = initAttr();
+    if (cm.createQp(id, cmPd_, &a) != 0 || id->qp == nullptr)
+      return *why = "rdma_create_qp failed: " + std::string(strerror(errno)), false;
+    Qp& q = qps_[static_cast<size_t>(k)];
+    q.qp = id->qp;
+    q.cmId = id;
+    if (!postReceives(k)) return *why = "cannot post receives", false;
+    return true;
+  }
+  // Keeps an rdma_cm endpoint (its identifiers and channel) until the queue pairs are gone.
+  void keep(std::unique_ptr<CmEndpoint> endpoint) { endpoints_.push_back(std::move(endpoint)); }
+
   void setPeer(const QpInfo& peer) { peer_ = peer; }
-  QpInfo info() const {
+  const QpInfo& peer() const { return peer_; }
+  QpInfo info(int k) const {
+    const Qp& q = qps_[static_cast<size_t>(k)];
     QpInfo i{};
-    i.qpn = qp_->qp_num;
-    i.psn = psn_;
+    i.qpn = q.qp->qp_num;
+    i.psn = q.psn;
     i.lid = dev_.portAttr.lid;
     i.mtu = static_cast<uint8_t>(dev_.portAttr.active_mtu);
     i.hasGid = dev_.gidIndex >= 0;
     std::memcpy(i.gid, dev_.gid.raw, 16);
-    i.slots = reinterpret_cast<uint64_t>(slots_.data());
-    i.rkey = slotsMr_->rkey;
+    i.slots = reinterpret_cast<uint64_t>(slots_.data);
+    i.rkey = slots_.mr->rkey;
     i.nslots = static_cast<uint32_t>(nslots_);
     i.stride = stride_;
     return i;
   }
-  // RESET -> INIT -> RTR -> RTS against the peer's description, then the receive buffers are posted.
-  loomResult_t connect(const QpInfo& peer) {
+  // Queue pair k: RESET -> INIT -> RTR -> RTS against the peer's description, then its receive buffers
+  // are posted.
+  loomResult_t connect(int k, const QpInfo& peer) {
     peer_ = peer;
+    ibv_qp* qp = qps_[static_cast<size_t>(k)].qp;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = dev_.port;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    if (api_.modifyQp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    if (api_.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
       return fail("INIT");
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTR;
@@ -293,7 +329,7 @@ class IbQp {
       a.ah_attr.grh.sgid_index = static_cast<uint8_t>(dev_.gidIndex);
       a.ah_attr.grh.hop_limit = 255;
     }
-    if (api_.modifyQp(qp_, &a,
+    if (api_.modifyQp(qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
       return fail("RTR");
@@ -302,37 +338,24 @@ class IbQp {
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.sq_psn = psn_;
+    a.sq_psn = qps_[static_cast<size_t>(k)].psn;
     a.max_rd_atomic = 1;
-    if (api_.modifyQp(qp_, &a,
+    if (api_.modifyQp(qp, &a,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                           IBV_QP_MAX_QP_RD_ATOMIC) != 0)
       return fail("RTS");
-    if (!postReceives()) return setError(loomSystemError, "ib %s: cannot post receives", dev_.name.c_str());
+    if (!postReceives(k)) return setError(loomSystemError, "ib %s: cannot post receives", dev_.name.c_str());
     return loomSuccess;
   }
-  // One receive per possible note in flight (credits and write notifications share them).
-  bool postReceives() {
-    for (size_t i = 0; i < 2 * nslots_; ++i)
-      if (!postRecv(i)) return false;
-    return true;
-  }
 
-  char* slot(size_t i) { return slots_.data() + i * stride_; }
-  const QpInfo& peer() const { return peer_; }
+  char* slot(size_t i) { return slots_.data + i * stride_; }
   size_t nslots() const { return nslots_; }
+  // The queue pair that carries everything about the peer's slot `remote`.
+  int qpOf(size_t remote) const { return static_cast<int>(remote % qps_.size()); }
 
-  bool postRecv(size_t buffer) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(notes_.data() + buffer * kNoteBytes), kNoteBytes, notesMr_->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = buffer;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return api_.postRecv(qp_, &wr, &bad) == 0;
-  }
-  // A small message to the peer (credit or write notification), sent inline: no buffer to keep alive.
-  bool postNote(uint64_t index, std::string* why) {
+  // A small message to the peer on queue pair k (credit or write notification), sent inline: no buffer
+  // to keep alive.
+  bool postNote(int k, uint64_t index, std::string* why) {
     uint64_t note[2] = {index, 0};
     ibv_sge sge{reinterpret_cast<uint64_t>(note), kNoteBytes, 0};
     ibv_send_wr wr{};
@@ -342,14 +365,17 @@ class IbQp {
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
     ibv_send_wr* bad = nullptr;
-    if (api_.postSend(qp_, &wr, &bad) != 0) return *why = "cannot post a send: " + std::string(strerror(errno)), false;
+    if (api_.postSend(qps_[static_cast<size_t>(k)].qp, &wr, &bad) != 0)
+      return *why = "cannot post a send: " + std::string(strerror(errno)), false;
     ++outstanding_;
     return true;
   }
   // Writes local slot `local` (header and `bytes`) into the peer's slot `remote`, signalled by an
-  // immediate unless that failed once (then by a note).
+  // immediate unless that failed once (then by a note on the same queue pair, which the write precedes).
   bool postWrite(size_t local, size_t remote, size_t bytes, std::string* why) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(slot(local)), static_cast<uint32_t>(kHeaderBytes + bytes), slotsMr_->lkey};
+    const int k = qpOf(remote);
+    ibv_qp* qp = qps_[static_cast<size_t>(k)].qp;
+    ibv_sge sge{reinterpret_cast<uint64_t>(slot(local)), static_cast<uint32_t>(kHeaderBytes + bytes), slots_.mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = kWriteWr;
     wr.sg_list = &sge;
@@ -358,18 +384,18 @@ class IbQp {
     wr.wr.rdma.remote_addr = peer_.slots + remote * peer_.stride;
     wr.wr.rdma.rkey = peer_.rkey;
     ibv_send_wr* bad = nullptr;
-    if (useImm_ && !dev_.iwarp && params().IB_WRITE_IMM != 0) {
+    if (usesImm()) {
       wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
       wr.imm_data = htonl(static_cast<uint32_t>(remote));
-      if (api_.postSend(qp_, &wr, &bad) == 0) return ++outstanding_, true;
+      if (api_.postSend(qp, &wr, &bad) == 0) return ++outstanding_, true;
       LOOM_INFO(kNet, "ib %s: RDMA WRITE WITH IMMEDIATE refused (%s); notifying by SEND from now on",
                 dev_.name.c_str(), strerror(errno));
       useImm_ = false;
     }
     wr.opcode = IBV_WR_RDMA_WRITE;
-    if (api_.postSend(qp_, &wr, &bad) != 0) return *why = "cannot post an RDMA write: " + std::string(strerror(errno)), false;
+    if (api_.postSend(qp, &wr, &bad) != 0) return *why = "cannot post an RDMA write: " + std::string(strerror(errno)), false;
     ++outstanding_;
-    return postNote(remote, why);
+    return postNote(k, remote, why);
   }
   bool usesImm() const { return useImm_ && !dev_.iwarp && params().IB_WRITE_IMM != 0; }
 
@@ -390,7 +416,7 @@ class IbQp {
           if (!postRecv(wc[k].wr_id)) return *why = "cannot repost a receive", false;
         } else if (wc[k].opcode == IBV_WC_RECV) {
           uint64_t note = 0;
-          std::memcpy(&note, notes_.data() + wc[k].wr_id * kNoteBytes, sizeof note);
+          std::memcpy(&note, notes_.data + wc[k].wr_id * kNoteBytes, sizeof note);
           onNote(note);
           if (!postRecv(wc[k].wr_id)) return *why = "cannot repost a receive", false;
         } else {
@@ -411,13 +437,36 @@ class IbQp {
   int outstanding() const { return outstanding_; }
 
  private:
+  struct Qp {
+    ibv_qp* qp = nullptr;
+    rdma_cm_id* cmId = nullptr;  // rdma_cm mode: the identifier the queue pair was made on
+    uint32_t psn = 0;
+  };
   static constexpr uint64_t kNoteWr = ~0ull, kWriteWr = ~0ull - 1;
+  // One receive per note that may be in flight on one queue pair (credits and notifications share them).
+  size_t notesPerQp() const { return 2 * nslots_; }
+  bool postReceives(int k) {
+    for (size_t i = 0; i < notesPerQp(); ++i)
+      if (!postRecv(static_cast<size_t>(k) * notesPerQp() + i)) return false;
+    return true;
+  }
+  // Note buffer `buffer` belongs to queue pair buffer / notesPerQp().
+  bool postRecv(size_t buffer) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(notes_.data + buffer * kNoteBytes), kNoteBytes, notes_.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = buffer;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return api_.postRecv(qps_[buffer / notesPerQp()].qp, &wr, &bad) == 0;
+  }
+  // The slot ring and the note buffers (receive buffers for incoming notes), from the registration cache.
   loomResult_t registerOn(ibv_context* context, ibv_pd* pd) {
-    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    slotsMr_ = api_.regMr(pd, slots_.data(), slots_.size(), access);
-    notesMr_ = api_.regMr(pd, notes_.data(), notes_.size(), IBV_ACCESS_LOCAL_WRITE);
-    cq_ = api_.createCq(context, static_cast<int>(4 * nslots_ + 16));
-    if (slotsMr_ == nullptr || notesMr_ == nullptr || cq_ == nullptr)
+    const bool ok =
+        acquireRegistered(api_, pd, nslots_ * stride_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &slots_) &&
+        acquireRegistered(api_, pd, qps_.size() * notesPerQp() * kNoteBytes, IBV_ACCESS_LOCAL_WRITE, &notes_) &&
+        (cq_ = api_.createCq(context, static_cast<int>(qps_.size() * 4 * nslots_ + 16))) != nullptr;
+    if (!ok)
       return setError(loomSystemError, "ib %s: cannot register memory or create a completion queue (%s)",
                       dev_.name.c_str(), strerror(errno));
     return loomSuccess;
@@ -428,7 +477,7 @@ class IbQp {
     a.recv_cq = cq_;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = static_cast<uint32_t>(2 * nslots_ + 4);
-    a.cap.max_recv_wr = static_cast<uint32_t>(2 * nslots_);
+    a.cap.max_recv_wr = static_cast<uint32_t>(notesPerQp());
     a.cap.max_send_sge = 1;
     a.cap.max_recv_sge = 1;
     a.cap.max_inline_data = kNoteBytes;
@@ -442,15 +491,13 @@ class IbQp {
   const IbDevice& dev_;
   const VerbsApi& api_;
   size_t nslots_ = 0, stride_ = 0;
-  std::vector<char> slots_, notes_;
-  ibv_mr* slotsMr_ = nullptr;
-  ibv_mr* notesMr_ = nullptr;
+  RegisteredBuffer slots_, notes_;
   ibv_cq* cq_ = nullptr;
-  ibv_qp* qp_ = nullptr;
-  ibv_pd* ownPd_ = nullptr;             // rdma_cm mode: on the connection's context
-  std::unique_ptr<CmEndpoint> cm_;      // rdma_cm mode
-  rdma_cm_id* cmQpId_ = nullptr;        // the id the queue pair was created on
-  uint32_t psn_ = 0;
+  std::vector<Qp> qps_;
+  ibv_pd* cmPd_ = nullptr;                              // rdma_cm mode: the connection's context's
+  ibv_context* cmContext_ = nullptr;                    // rdma_cm mode: that context
+  const RdmaCmApi* cmApi_ = nullptr;                    // rdma_cm mode
+  std::vector<std::unique_ptr<CmEndpoint>> endpoints_;  // rdma_cm mode
   QpInfo peer_{};
   bool useImm_ = true;
   int outstanding_ = 0;
@@ -460,66 +507,72 @@ class IbQp {
 
 class IbSendWire : public SendWire {
  public:
-  explicit IbSendWire(std::unique_ptr<IbQp> qp) : qp_(std::move(qp)) {}
-  void* slotMemory(size_t index) override { return qp_->slot(index) + kHeaderBytes; }
+  explicit IbSendWire(std::unique_ptr<IbConnection> conn) : conn_(std::move(conn)) {}
+  void* slotMemory(size_t index) override { return conn_->slot(index) + kHeaderBytes; }
   bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) override {
     for (size_t k = 0; k < n; ++k) {
-      // A credit names the receiver's slot we may write next (they come in ring order).
-      if (!qp_->progressUntil([&] { return credits_ > 0; }, [&](uint64_t) { ++credits_; }, stop, why)) return false;
+      // Each credit frees the receiver's next slot in ring order.  Credits of different queue pairs may
+      // arrive out of order, but a credit for slot s is only sent once every slot before s was granted,
+      // so counting them is enough.
+      if (!conn_->progressUntil([&] { return credits_ > 0; }, [&](uint64_t) { ++credits_; }, stop, why)) return false;
       --credits_;
       FrameHeader h{frames[k].bytes, frames[k].signature};
-      std::memcpy(qp_->slot(frames[k].slot), &h, sizeof h);
-      if (!qp_->postWrite(frames[k].slot, written_ % qp_->peer().nslots, frames[k].bytes, why)) return false;
+      std::memcpy(conn_->slot(frames[k].slot), &h, sizeof h);
+      if (!conn_->postWrite(frames[k].slot, written_ % conn_->peer().nslots, frames[k].bytes, why)) return false;
       ++written_;
     }
     // The slots are reusable once their writes completed (the data then sits in the peer's memory).
-    return qp_->progressUntil([&] { return qp_->outstanding() == 0; }, [&](uint64_t) { ++credits_; }, stop, why);
+    return conn_->progressUntil([&] { return conn_->outstanding() == 0; }, [&](uint64_t) { ++credits_; }, stop, why);
   }
 
  private:
-  std::unique_ptr<IbQp> qp_;
+  std::unique_ptr<IbConnection> conn_;
   uint64_t credits_ = 0, written_ = 0;
 };
 
 class IbRecvWire : public RecvWire {
  public:
   // QP-exchange mode listens on a TCP socket (`listenFd`), rdma_cm mode on `cmListener`.
-  IbRecvWire(std::unique_ptr<IbQp> qp, int listenFd, std::unique_ptr<CmEndpoint> cmListener, const ConnectRequest& req,
-             uint64_t token, double timeoutSec)
-      : qp_(std::move(qp)),
+  IbRecvWire(std::unique_ptr<IbConnection> conn, int listenFd, std::unique_ptr<CmEndpoint> cmListener,
+             const ConnectRequest& req, uint64_t token, double timeoutSec)
+      : conn_(std::move(conn)),
         listenFd_(listenFd),
         cmListener_(std::move(cmListener)),
         req_(req),
         token_(token),
-        timeoutSec_(timeoutSec) {}
+        timeoutSec_(timeoutSec),
+        arrived_(conn_->nslots(), 0) {}
   ~IbRecvWire() override { closeSocket(&listenFd_); }
-  void* slotMemory(size_t index) override { return qp_->slot(index) + kHeaderBytes; }
+  void* slotMemory(size_t index) override { return conn_->slot(index) + kHeaderBytes; }
   bool open(const std::atomic<bool>& stop, std::string* why) override {
     return cmListener_ != nullptr ? openByRdmaCm(stop, why) : openByExchange(stop, why);
   }
-  // Accepts the sender's exchange connection (refusing strangers), swaps queue-pair descriptions and
-  // connects the queue pair.
+  // Accepts the sender's exchange connection (refusing strangers), swaps the descriptions of every
+  // queue pair and connects them.
   bool openByExchange(const std::atomic<bool>& stop, std::string* why) {
     const Deadline deadline = Deadline::afterSeconds(timeoutSec_);
+    const int nqps = conn_->nqps();
     for (;;) {
       int fd = -1;
       if (acceptSocket(listenFd_, deadline, &stop, &fd) != loomSuccess || fd < 0)
         return *why = "the peer never connected within the timeout", false;
       NetHello h{};
-      QpInfo peer{};
+      std::vector<QpInfo> peer(static_cast<size_t>(nqps));
       const Deadline d = Deadline::afterSeconds(10);
       bool ok = recvAll(fd, &h, sizeof h, d, &stop, "ib hello") == loomSuccess &&
-                netHelloMatches(h, kMagic, req_, token_, 1) &&
-                recvAll(fd, &peer, sizeof peer, d, &stop, "ib queue pair") == loomSuccess;
+                netHelloMatches(h, kMagic, req_, token_, nqps) &&
+                recvAll(fd, peer.data(), peer.size() * sizeof(QpInfo), d, &stop, "ib queue pairs") == loomSuccess;
       if (!ok) {
         LOOM_WARN(kNet, "ib transport: refused a connection that is not from rank %d (bad hello)", req_.peer);
         closeSocket(&fd);
         continue;
       }
-      QpInfo mine = qp_->info();
-      ok = sendAll(fd, &mine, sizeof mine, d, &stop, "ib queue pair") == loomSuccess && qp_->connect(peer) == loomSuccess;
+      std::vector<QpInfo> mine;
+      for (int k = 0; k < nqps; ++k) mine.push_back(conn_->info(k));
+      ok = sendAll(fd, mine.data(), mine.size() * sizeof(QpInfo), d, &stop, "ib queue pairs") == loomSuccess;
+      for (int k = 0; k < nqps && ok; ++k) ok = conn_->connect(k, peer[static_cast<size_t>(k)]) == loomSuccess;
       char ready = 0;
-      // The sender's queue pair must be ready to receive before we send it credits.
+      // The sender's queue pairs must be ready to receive before we send them credits.
       ok = ok && recvAll(fd, &ready, 1, d, &stop, "ib ready") == loomSuccess;
       closeSocket(&fd);
       closeSocket(&listenFd_);
@@ -527,20 +580,35 @@ class IbRecvWire : public RecvWire {
       return true;
     }
   }
-  // Takes the sender's connection request (rejecting strangers: the hello rides in its private data),
-  // makes the queue pair on it, accepts with this side's slot description and waits until established.
+  // Takes the sender's connection requests, one per queue pair (rejecting strangers: the hello rides in
+  // the private data and names the queue pair), makes each queue pair on its request, accepts with this
+  // side's slot description, and waits until all are established.
   bool openByRdmaCm(const std::atomic<bool>& stop, std::string* why) {
     const Deadline deadline = Deadline::afterSeconds(timeoutSec_);
     const RdmaCmApi& cm = cmListener_->api();
-    for (;;) {
+    const int nqps = conn_->nqps();
+    std::vector<char> made(static_cast<size_t>(nqps), 0);
+    int established = 0;
+    while (established < nqps) {
       CmEndpoint::Event e{};
       if (!cmListener_->next(deadline, &stop, &e, why)) return false;
-      if (e.type != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
+      if (e.type == RDMA_CM_EVENT_ESTABLISHED) {
+        ++established;
+        continue;
+      }
+      if (e.type != RDMA_CM_EVENT_CONNECT_REQUEST) {
+        if (e.type == RDMA_CM_EVENT_REJECTED || e.type == RDMA_CM_EVENT_CONNECT_ERROR ||
+            e.type == RDMA_CM_EVENT_UNREACHABLE || e.type == RDMA_CM_EVENT_DISCONNECTED)
+          return *why = std::string("rdma_cm: ") + cm.eventName(e.type) + " while connecting the queue pairs", false;
+        continue;
+      }
       // The request carries only the hello (IB's rdma_cm allows 56 bytes there); the receiver never
       // writes to the sender, so it needs no description of the sender's memory.
       NetHello h{};
       const bool ok = e.privateData.size() >= sizeof h &&
-                      (std::memcpy(&h, e.privateData.data(), sizeof h), netHelloMatches(h, kMagicCm, req_, token_, 1));
+                      (std::memcpy(&h, e.privateData.data(), sizeof h),
+                       netHelloMatches(h, kMagicCm, req_, token_, nqps)) &&
+                      !made[static_cast<size_t>(h.index)];
       if (!ok) {
         LOOM_WARN(kNet, "ib transport: rejected an rdma_cm connection that is not from rank %d (bad hello)", req_.peer);
         cm.reject(e.id, nullptr, 0);
@@ -548,32 +616,39 @@ class IbRecvWire : public RecvWire {
         continue;
       }
       cmListener_->adoptConnection(e.id);
-      if (!qp_->createOnCm(std::move(cmListener_), e.id, why)) return false;
-      QpInfo mine = qp_->info();
+      if (!conn_->createOnCm(h.index, e.id, cm, why)) return false;
+      made[static_cast<size_t>(h.index)] = 1;
+      QpInfo mine = conn_->info(h.index);
       rdma_conn_param param = connParam(&mine, sizeof mine);
       if (cm.accept(e.id, &param) != 0) return *why = "rdma_accept failed: " + std::string(strerror(errno)), false;
-      return qp_->cm()->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, &stop, &e, why);
     }
+    conn_->keep(std::move(cmListener_));
+    return true;
   }
   void grant(size_t index) override {
     std::string why;
-    if (!qp_->postNote(index, &why)) grantError_ = why;
+    if (!conn_->postNote(conn_->qpOf(index), index, &why)) grantError_ = why;
   }
   bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
                const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     if (!grantError_.empty()) return *why = grantError_, false;
-    // Notes and immediates name the slots in ring order; anything else is a confused or hostile peer.
+    // Notes and immediates name the slot written; queue pairs complete in any order between them, so
+    // each slot is marked until the ring reaches it.  A slot named twice, or out of the ring, is a
+    // confused or hostile peer.
     const auto arrivedOrFailed = [&] {
       grantFreed();
-      return arrived_ > taken_ || !grantError_.empty();
+      return arrived_[index] != 0 || badIndex_ || !grantError_.empty();
     };
-    const auto onNote = [&](uint64_t i) { badIndex_ |= i != arrived_++ % qp_->nslots(); };
-    if (!qp_->progressUntil(arrivedOrFailed, onNote, stop, why)) return false;
+    const auto onNote = [&](uint64_t i) {
+      if (i >= arrived_.size() || arrived_[i] != 0) badIndex_ = true;
+      else arrived_[i] = 1;
+    };
+    if (!conn_->progressUntil(arrivedOrFailed, onNote, stop, why)) return false;
     if (!grantError_.empty()) return *why = grantError_, false;
-    if (badIndex_) return *why = "the peer announced slots out of order", false;
-    ++taken_;
+    if (badIndex_) return *why = "the peer announced a slot it may not write", false;
+    arrived_[index] = 0;
     FrameHeader h{};
-    std::memcpy(&h, qp_->slot(index), sizeof h);
+    std::memcpy(&h, conn_->slot(index), sizeof h);
     if (!frameFits(h, capacity, why)) return false;
     *bytes = h.bytes;
     *signature = h.signature;
@@ -581,13 +656,13 @@ class IbRecvWire : public RecvWire {
   }
 
  private:
-  std::unique_ptr<IbQp> qp_;
+  std::unique_ptr<IbConnection> conn_;
   int listenFd_;
   std::unique_ptr<CmEndpoint> cmListener_;
   ConnectRequest req_;
   uint64_t token_;
   double timeoutSec_;
-  uint64_t arrived_ = 0, taken_ = 0;
+  std::vector<char> arrived_;  // per slot: written and announced, not yet received
   bool badIndex_ = false;
   std::string grantError_;
 };
@@ -622,7 +697,7 @@ void setPort(SocketAddress* a, uint16_t netOrderPort) {
 
 // rdma_cm mode: a listening identifier bound to the bootstrap interface's address, published like a TCP
 // listener (the sender resolves that address to its RDMA device).
-loomResult_t listenByRdmaCm(const IbDevice& d, ConnectInfo* info, NetListenInfo* published,
+loomResult_t listenByRdmaCm(const IbDevice& d, int nqps, ConnectInfo* info, NetListenInfo* published,
                             std::unique_ptr<CmEndpoint>* listener) {
   SocketAddress addr;
   std::string iface, why;
@@ -631,53 +706,57 @@ loomResult_t listenByRdmaCm(const IbDevice& d, ConnectInfo* info, NetListenInfo*
   auto ep = std::make_unique<CmEndpoint>(*d.api->cm);
   if (!ep->open(&why)) return setError(loomSystemError, "ib: %s", why.c_str());
   if (d.api->cm->bindAddr(ep->id(), reinterpret_cast<sockaddr*>(&addr.storage)) != 0 ||
-      d.api->cm->listen(ep->id(), 4) != 0)
+      d.api->cm->listen(ep->id(), kMaxQps) != 0)
     return setError(loomSystemError, "ib: cannot listen through rdma_cm on %s (%s): %s", addr.toString().c_str(),
                     iface.c_str(), strerror(errno));
   setPort(&addr, d.api->cm->srcPort(ep->id()));
-  publishNetListenInfo(kMagicCm, addr, 1, info, published);
+  publishNetListenInfo(kMagicCm, addr, nqps, info, published);
   *listener = std::move(ep);
   return loomSuccess;
 }
 
-// rdma_cm mode, sender: resolve the receiver's address and route, make the queue pair on the resolved
-// device, connect with the hello as private data; the receiver's accept carries its slot description.
+// rdma_cm mode, sender: for each queue pair, resolve the receiver's address and route, make the queue
+// pair on the resolved device and connect with the hello (naming the queue pair) as private data; the
+// receiver's accept carries its slot description.
 loomResult_t connectByRdmaCm(const IbDevice& d, const ConnectRequest& req, const NetListenInfo& ci,
-                             SocketAddress addr, IbQp* qp) {
+                             SocketAddress addr, IbConnection* conn) {
   const RdmaCmApi& cm = *d.api->cm;
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
-  auto ep = std::make_unique<CmEndpoint>(cm);
-  std::string why;
-  CmEndpoint::Event e{};
-  bool ok = ep->open(&why);
-  const int stepMs = std::max(1, deadline.remainingMs(5000));
-  if (ok && cm.resolveAddr(ep->id(), nullptr, reinterpret_cast<sockaddr*>(&addr.storage), stepMs) != 0)
-    ok = false, why = "rdma_resolve_addr failed: " + std::string(strerror(errno));
-  ok = ok && ep->expect(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, nullptr, &e, &why);
-  if (ok && cm.resolveRoute(ep->id(), stepMs) != 0)
-    ok = false, why = "rdma_resolve_route failed: " + std::string(strerror(errno));
-  ok = ok && ep->expect(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, nullptr, &e, &why);
-  rdma_cm_id* id = ep->id();
-  ok = ok && qp->createOnCm(std::move(ep), id, &why);
-  NetHello h = makeNetHello(kMagicCm, req, ci.token, 0, 1);
-  rdma_conn_param param = connParam(&h, sizeof h);
-  if (ok && cm.connect(id, &param) != 0) ok = false, why = "rdma_connect failed: " + std::string(strerror(errno));
-  ok = ok && qp->cm()->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, nullptr, &e, &why);
-  if (!ok)
-    return setError(loomRemoteError, "ib: cannot connect to rank %d at %s through rdma_cm: %s", req.peer,
-                    addr.toString().c_str(), why.c_str());
-  QpInfo peer{};
-  if (e.privateData.size() < sizeof peer)
-    return setError(loomRemoteError, "ib: rank %d accepted without a slot description", req.peer);
-  std::memcpy(&peer, e.privateData.data(), sizeof peer);
-  qp->setPeer(peer);
+  for (int k = 0; k < conn->nqps(); ++k) {
+    auto ep = std::make_unique<CmEndpoint>(cm);
+    std::string why;
+    CmEndpoint::Event e{};
+    bool ok = ep->open(&why);
+    const int stepMs = std::max(1, deadline.remainingMs(5000));
+    if (ok && cm.resolveAddr(ep->id(), nullptr, reinterpret_cast<sockaddr*>(&addr.storage), stepMs) != 0)
+      ok = false, why = "rdma_resolve_addr failed: " + std::string(strerror(errno));
+    ok = ok && ep->expect(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, nullptr, &e, &why);
+    if (ok && cm.resolveRoute(ep->id(), stepMs) != 0)
+      ok = false, why = "rdma_resolve_route failed: " + std::string(strerror(errno));
+    ok = ok && ep->expect(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, nullptr, &e, &why);
+    rdma_cm_id* id = ep->id();
+    ok = ok && conn->createOnCm(k, id, cm, &why);
+    NetHello h = makeNetHello(kMagicCm, req, ci.token, k, conn->nqps());
+    rdma_conn_param param = connParam(&h, sizeof h);
+    if (ok && cm.connect(id, &param) != 0) ok = false, why = "rdma_connect failed: " + std::string(strerror(errno));
+    ok = ok && ep->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, nullptr, &e, &why);
+    conn->keep(std::move(ep));  // its queue pair may exist: the identifier must outlive it
+    if (!ok)
+      return setError(loomRemoteError, "ib: cannot connect to rank %d at %s through rdma_cm: %s", req.peer,
+                      addr.toString().c_str(), why.c_str());
+    QpInfo peer{};
+    if (e.privateData.size() < sizeof peer)
+      return setError(loomRemoteError, "ib: rank %d accepted without a slot description", req.peer);
+    std::memcpy(&peer, e.privateData.data(), sizeof peer);
+    conn->setPeer(peer);
+  }
   return loomSuccess;
 }
 
-// QP-exchange mode, sender: hello and queue-pair descriptions over an authenticated TCP connection,
-// then RESET -> RTS by verbs on both sides.
+// QP-exchange mode, sender: hello and the descriptions of every queue pair over an authenticated TCP
+// connection, then RESET -> RTS by verbs on both sides.
 loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& ci, const SocketAddress& addr,
-                               IbQp* qp) {
+                               IbConnection* conn) {
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   int fd = -1;
   if (connectSocket(addr, deadline, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) {
@@ -687,16 +766,28 @@ loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& c
     setLastErrorPeer(req.peer);
     return r;
   }
-  NetHello h = makeNetHello(kMagic, req, ci.token, 0, 1);
-  QpInfo mine = qp->info(), peer{};
+  const int nqps = conn->nqps();
+  NetHello h = makeNetHello(kMagic, req, ci.token, 0, nqps);
+  std::vector<QpInfo> mine, peer(static_cast<size_t>(nqps));
+  for (int k = 0; k < nqps; ++k) mine.push_back(conn->info(k));
   const char ready = 1;
   loomResult_t r = sendAll(fd, &h, sizeof h, deadline, nullptr, "ib hello");
-  if (r == loomSuccess) r = sendAll(fd, &mine, sizeof mine, deadline, nullptr, "ib queue pair");
-  if (r == loomSuccess) r = recvAll(fd, &peer, sizeof peer, deadline, nullptr, "ib queue pair");
-  if (r == loomSuccess) r = qp->connect(peer);
+  if (r == loomSuccess) r = sendAll(fd, mine.data(), mine.size() * sizeof(QpInfo), deadline, nullptr, "ib queue pairs");
+  if (r == loomSuccess) r = recvAll(fd, peer.data(), peer.size() * sizeof(QpInfo), deadline, nullptr, "ib queue pairs");
+  for (int k = 0; k < nqps && r == loomSuccess; ++k) r = conn->connect(k, peer[static_cast<size_t>(k)]);
   if (r == loomSuccess) r = sendAll(fd, &ready, 1, deadline, nullptr, "ib ready");
   closeSocket(&fd);
   return r;
+}
+
+// LOOM_IB_QPS_PER_CONNECTION, checked: the receiving side publishes its count and the sender follows it.
+loomResult_t qpsPerConnection(int* n) {
+  const int64_t v = params().IB_QPS_PER_CONNECTION;
+  if (v < 1 || v > kMaxQps)
+    return setError(loomInvalidArgument, "LOOM_IB_QPS_PER_CONNECTION=%lld is out of range (1..%d)",
+                    static_cast<long long>(v), kMaxQps);
+  *n = static_cast<int>(v);
+  return loomSuccess;
 }
 
 }  // namespace
@@ -704,20 +795,23 @@ loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& c
 loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
   const IbDevice& d = ibDevice();
   if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
+  int nqps = 1;
+  LOOM_CHECK(qpsPerConnection(&nqps));
   const RingShape shape = netRingShape();
-  auto qp = std::make_unique<IbQp>(d);
+  auto conn = std::make_unique<IbConnection>(d, shape.nslots, shape.slotBytes, nqps);
   int fd = -1;
   std::unique_ptr<CmEndpoint> listener;
   NetListenInfo ci;
   if (usesRdmaCm(d)) {
-    qp->allocate(shape.nslots, shape.slotBytes);  // registered on the connection's device once it comes
-    LOOM_CHECK(listenByRdmaCm(d, info, &ci, &listener));
+    LOOM_CHECK(listenByRdmaCm(d, nqps, info, &ci, &listener));
+    std::string why;
+    if (!conn->prepareOnCm(listener->id()->verbs, &why)) return setError(loomSystemError, "ib: %s", why.c_str());
   } else {
-    LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
-    LOOM_CHECK(listenAndPublish(kMagic, 1, info, &ci, &fd));
+    LOOM_CHECK(conn->create());
+    LOOM_CHECK(listenAndPublish(kMagic, nqps, info, &ci, &fd));
   }
   *recv = std::make_unique<StagedRecvQueue>(
-      std::make_unique<IbRecvWire>(std::move(qp), fd, std::move(listener), req, ci.token,
+      std::make_unique<IbRecvWire>(std::move(conn), fd, std::move(listener), req, ci.token,
                                    static_cast<double>(params().TIMEOUT)),
       shape, req.peer);
   return loomSuccess;
@@ -730,21 +824,20 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   const bool cm = usesRdmaCm(d);
   NetListenInfo ci;
   SocketAddress addr;
-  LOOM_CHECK(readNetListenInfo(peerInfo, cm ? kMagicCm : kMagic, 1, "ib", req.peer, &ci, &addr));
+  LOOM_CHECK(readNetListenInfo(peerInfo, cm ? kMagicCm : kMagic, kMaxQps, "ib", req.peer, &ci, &addr));
   const RingShape shape = netRingShape();
-  auto qp = std::make_unique<IbQp>(d);
+  auto conn = std::make_unique<IbConnection>(d, shape.nslots, shape.slotBytes, ci.count);
   if (cm) {
-    qp->allocate(shape.nslots, shape.slotBytes);
-    LOOM_CHECK(connectByRdmaCm(d, req, ci, addr, qp.get()));
+    LOOM_CHECK(connectByRdmaCm(d, req, ci, addr, conn.get()));
   } else {
-    LOOM_CHECK(qp->create(shape.nslots, shape.slotBytes));
-    LOOM_CHECK(connectByExchange(req, ci, addr, qp.get()));
+    LOOM_CHECK(conn->create());
+    LOOM_CHECK(connectByExchange(req, ci, addr, conn.get()));
   }
-  const QpInfo& peer = qp->peer();
+  const QpInfo& peer = conn->peer();
   if (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes)
     return setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_SHM_SLOT_SIZE differs)",
                     req.peer);
-  *send = std::make_unique<StagedSendQueue>(std::make_unique<IbSendWire>(std::move(qp)), shape, req.peer);
+  *send = std::make_unique<StagedSendQueue>(std::make_unique<IbSendWire>(std::move(conn)), shape, req.peer);
   return loomSuccess;
 }
 

@@ -241,12 +241,14 @@ def memcpy_gbs(nbytes=64 << 20, repeats=9):
 
 
 def machine():
-    model = "unknown CPU"
+    fields = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    # A VM may report a bare "AMD EPYC": the family and model numbers say which generation.
+    model = f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')}, " \
+            f"model {fields.get('model', '?')})"
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()
     try:
         import torch

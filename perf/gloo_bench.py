@@ -6,7 +6,8 @@ buffers; busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducesc
 broadcast).  Launched once per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set
 (perf/report.py, perf/netns_bench.sh); rank 0 prints one line per point and, with --json, writes them.
 
-usage: gloo_bench.py [--collectives all_reduce ...] [--json FILE] SIZE[:ITERS] [SIZE[:ITERS] ...]
+usage: gloo_bench.py [--collectives all_reduce ...] [--json FILE] [--] SIZE[:ITERS] [SIZE[:ITERS] ...]
+(the -- ends the list of collectives when the sizes follow it)
 """
 import argparse
 import json

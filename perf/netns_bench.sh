@@ -54,7 +54,7 @@ run_gloo() {
   for ((h = 0; h < hosts; h++)); do
     ip netns exec "${NETNS_HOSTS[h]}" env RANK=$h WORLD_SIZE="$hosts" MASTER_ADDR="${NETNS_ADDRS[0]}" \
       MASTER_PORT=$((29000 + NETNS_TAG % 1000)) GLOO_SOCKET_IFNAME="${NETNS_VETHS[h]}" \
-      python3 "$here/gloo_bench.py" --collectives all_reduce $sizes >"$results.gloo$h" 2>&1 &
+      python3 "$here/gloo_bench.py" --collectives all_reduce -- $sizes >"$results.gloo$h" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || true; done

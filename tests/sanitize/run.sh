@@ -7,6 +7,8 @@
 #   tests/sanitize/run.sh [address|thread] [BUILD_DIR]
 # address = AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on), thread = ThreadSanitizer.
 set -euo pipefail
+# Whatever ends this script early says where (CTest shows only the output).
+trap 'echo "tests/sanitize/run.sh: line $LINENO failed (exit $?)" >&2' ERR
 here=$(cd "$(dirname "$0")/../.." && pwd)
 kind=${1:-address} build=${2:-$here/build-$kind}
 case $kind in
@@ -28,7 +30,9 @@ if [ "$kind" = address ]; then
   # hwloc loads its PCI component (and with it libpciaccess) per topology and unloads it after; what
   # libpciaccess keeps allocated then shows as a leak from an unknown module.  Kept loaded from the
   # start (the ASan runtime must come first), its memory stays reachable and the report stays ours.
-  pciaccess=$(/sbin/ldconfig -p | awk '/libpciaccess\.so\.0 /{print $NF; exit}')
+  # awk reads to the end: leaving early would end ldconfig with SIGPIPE and, under pipefail, this
+  # script with it (silently; it happened in CI, where many pipes leave new ones a single page).
+  pciaccess=$(/sbin/ldconfig -p | awk '/libpciaccess\.so\.0 / && !found {print $NF; found = 1}')
   [ -n "$pciaccess" ] && export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $pciaccess"
 fi
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0
@@ -49,6 +53,6 @@ suite "allreduce_test 3ranks" --gtest_filter='Ranks/*3ranks:Forced/*3ranks'
 # Repeated at the end, where a truncated log still shows it: which suites failed, and their failures.
 for name in "${failed[@]}"; do
   echo "== FAILED: $name ($kind)"
-  grep -E -A12 'Failure|ERROR|Sanitizer|runtime error|FAILED|hung|signal' "$build/${name// /_}.out" | head -n 80
+  grep -E -A12 'Failure|ERROR|Sanitizer|runtime error|FAILED|hung|signal' "$build/${name// /_}.out" | awk 'NR <= 80'
 done
 exit 1

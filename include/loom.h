@@ -29,8 +29,15 @@
  *   - Communicators progress independently: each has its own progress thread.
  *   - loomCommDestroy waits for the communicator's queued operations; loomCommAbort ends them
  *     (loomInvalidUsage for those that had not started).
- *   - CUDA streams arrive with CUDA builds; in this build any pointer that is not a live loom stream is
- *     refused with loomInvalidArgument.
+ *   - A cudaStream_t (CUDA builds, when the process sees a GPU; LOOM_CUDA=0 turns this off): the call is
+ *     checked, queued and returns at once, without waiting for the GPU.  It runs on the communicator's
+ *     progress thread once the stream has finished the work issued on it before the call, and the
+ *     stream's later work waits until it has ended, as with NCCL.  A failure (or LOOM_TIMEOUT) releases
+ *     the stream and is reported by loomCommGetAsyncError.  Any other pointer is loomInvalidArgument.
+ *
+ * Device buffers (CUDA builds): any buffer may be device or managed memory, on any stream.  Device data
+ * is staged through page-locked host memory and moved by the host algorithms and transports, so it
+ * works across every transport, MIG instances and several ranks per GPU alike.
  */
 #ifndef LOOM_H_
 #define LOOM_H_

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algos/reduce_kernels.h"
+#include "device/device_api.h"
 #include "core/params.h"
 #include "transport/registry.h"
 #include "loom.h"
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
   for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), t->kind());
   std::printf("\n");
   std::printf("reduction kernels on this CPU: %s\n", loom::reduceKernels().isa);
+  {
+    std::string why;
+    loom::DeviceApi* dev = loom::cudaDeviceApi(&why);
+    std::printf("device buffers and CUDA streams: %s (%s)\n", dev != nullptr ? "yes" : "no", why.c_str());
+  }
   if (loom::paramsCheck() != loomSuccess) std::printf("WARNING: %s\n", loomGetLastError(nullptr));
   std::printf("\nenvironment parameters:\n");
   for (int i = 0; i < n; ++i) {

@@ -13,6 +13,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "core/stream.h"
+#include "device/device_api.h"
+#include "device/device_call.h"
 
 using namespace loom;
 
@@ -61,15 +63,20 @@ loomResult_t checkCount(size_t count, loomDataType_t type, size_t multiplier, co
   return loomSuccess;
 }
 
-// NULL (run now), or a live stream from loomStreamCreate.
-loomResult_t checkStream(loomStream_t stream, const char* fn, Stream** out) {
+// NULL (run now), a live stream from loomStreamCreate, or (CUDA builds with a GPU) a device stream.
+loomResult_t checkStream(loomStream_t stream, const char* fn, Stream** out, void** deviceStream) {
   *out = nullptr;
+  *deviceStream = nullptr;
   if (stream == nullptr) return loomSuccess;
   *out = findStream(stream);
-  if (*out == nullptr)
-    return setError(loomInvalidArgument, "%s: stream %p is not a live stream from loomStreamCreate (destroyed, or a "
-                    "CUDA stream, which needs a CUDA build)", fn, stream);
-  return loomSuccess;
+  if (*out != nullptr) return loomSuccess;
+  DeviceApi* dev = deviceApi();
+  if (dev != nullptr && dev->isStream(stream)) {
+    *deviceStream = stream;
+    return loomSuccess;
+  }
+  return setError(loomInvalidArgument, "%s: stream %p is not a live stream from loomStreamCreate, nor a stream of the %s",
+                  fn, stream, dev != nullptr ? dev->name() : "CUDA runtime (this process has none or sees no GPU)");
 }
 
 bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
@@ -86,14 +93,13 @@ loomResult_t runCall(loomComm* comm, const CollArgs& args) {
   return comm->fail(comm->flushSends());
 }
 
-// The checks every collective shares, then the call itself.  Buffer sizes and the in-place layout
-// follow NCCL: allgather is in place when sendbuff == recvbuff + rank * sendcount, reducescatter when
-// recvbuff == sendbuff + rank * recvcount, the others when sendbuff == recvbuff.  A buffer a rank does
-// not use (sendbuff off the broadcast root, recvbuff off the reduce root) may be NULL.
+// The checks every collective shares, then the call itself.  Buffer sizes and the in-place layouts
+// follow NCCL (callExtents); a buffer a rank does not use may be NULL.
 loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, const CollArgs& args) {
   LOOM_API_CHECK_COMM(comm, fn);
   Stream* onStream = nullptr;
-  LOOM_CHECK(checkStream(stream, fn, &onStream));
+  void* deviceStream = nullptr;
+  LOOM_CHECK(checkStream(stream, fn, &onStream, &deviceStream));
   bool reduces = collReduces(args.coll);
   bool preMul = reduces && args.op >= loomNumOps && comm->preMulScalar(args.op, args.type) != nullptr;
   LOOM_CHECK(checkTypeOp(args.type, args.op, reduces && !preMul, fn));
@@ -101,40 +107,42 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   if ((collHasRoot(args.coll) || p2p) && (args.root < 0 || args.root >= comm->nranks))
     return setError(loomInvalidArgument, "%s: %s %d out of range [0, %d)", fn, p2p ? "peer" : "root", args.root,
                     comm->nranks);
-  const int n = comm->nranks, rank = comm->rank;
   size_t bytes = 0;
   bool spread = args.coll == CollType::AllGather || args.coll == CollType::ReduceScatter ||
                 args.coll == CollType::AllToAll;
-  LOOM_CHECK(checkCount(args.count, args.type, spread ? n : 1, fn, &bytes));
-  size_t sendBytes = bytes, recvBytes = bytes;
-  const char* s = static_cast<const char*>(args.sendbuff);
-  const char* r = static_cast<const char*>(args.recvbuff);
-  bool inPlace = s == r;
-  switch (args.coll) {
-    case CollType::Broadcast: if (rank != args.root) sendBytes = 0; break;
-    case CollType::Reduce: if (rank != args.root) recvBytes = 0; break;
-    case CollType::AllGather: recvBytes = bytes * n; inPlace = r != nullptr && s == r + rank * bytes; break;
-    case CollType::ReduceScatter: sendBytes = bytes * n; inPlace = s != nullptr && r == s + rank * bytes; break;
-    case CollType::AllToAll: sendBytes = recvBytes = bytes * n; break;
-    case CollType::Send: recvBytes = 0; break;
-    case CollType::Recv: sendBytes = 0; break;
-    default: break;
-  }
-  if (sendBytes > 0 && s == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
-  if (recvBytes > 0 && r == nullptr) return setError(loomInvalidArgument, "%s: recvbuff is NULL", fn);
-  if (!inPlace && overlaps(s, sendBytes, r, recvBytes))
+  LOOM_CHECK(checkCount(args.count, args.type, spread ? comm->nranks : 1, fn, &bytes));
+  const CallExtents e = callExtents(args, comm->nranks, comm->rank);
+  if (e.sendBytes > 0 && args.sendbuff == nullptr) return setError(loomInvalidArgument, "%s: sendbuff is NULL", fn);
+  if (e.recvBytes > 0 && args.recvbuff == nullptr) return setError(loomInvalidArgument, "%s: recvbuff is NULL", fn);
+  if (!e.inPlace && overlaps(args.sendbuff, e.sendBytes, args.recvbuff, e.recvBytes))
     return setError(loomInvalidArgument, "%s: sendbuff and recvbuff overlap without being the in-place layout", fn);
   if (args.count == 0) return loomSuccess;
-  if (groupActive()) return groupEnqueue(DeferredCall(comm, args), onStream);
+  if (groupActive()) return groupEnqueue(DeferredCall(comm, args), onStream, deviceStream);
+  DeviceApi* dev = deviceApi();
+  const bool device = deviceStream != nullptr ||
+                      (dev != nullptr && touchesDevice(dev, DeferredCall(comm, args).resolved(), comm->nranks, comm->rank));
+  if (!device && onStream == nullptr) {
+    comm->engine->drain();  // what this thread issued on streams before runs first
+    return runCall(comm, args);
+  }
+  DeferredCall later(comm, args);
+  std::function<loomResult_t()> run = [later] { return runCall(later.comm, later.resolved()); };
+  if (device) {  // device buffers or a device stream: staged through host memory (device/device_call.h)
+    run = [later, dev] {
+      loomComm* c = later.comm;
+      return c->fail(runStaged(c, dev, {later.resolved()},
+                               [c](const std::vector<CollArgs>& onHost) { return runCall(c, onHost[0]); }));
+    };
+  }
+  if (deviceStream != nullptr) return enqueueOnDeviceStream(dev, deviceStream, {{comm, std::move(run)}});
   if (onStream != nullptr) {
-    DeferredCall later(comm, args);
-    auto op = std::make_shared<AsyncOp>([later] { return runCall(later.comm, later.resolved()); }, onStream->tail());
+    auto op = std::make_shared<AsyncOp>(std::move(run), onStream->tail());
     onStream->append({op});
     comm->engine->enqueue(op);
     return loomSuccess;
   }
-  comm->engine->drain();  // what this thread issued on streams before runs first
-  return runCall(comm, args);
+  comm->engine->drain();
+  return run();
 }
 
 }  // namespace

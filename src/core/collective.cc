@@ -44,6 +44,26 @@ std::string describeCall(uint64_t sig) {
   return s + ")";
 }
 
+CallExtents callExtents(const CollArgs& args, int n, int rank) {
+  const size_t bytes = args.count * typeSize(args.type);
+  const char* s = static_cast<const char*>(args.sendbuff);
+  const char* r = static_cast<const char*>(args.recvbuff);
+  CallExtents e;
+  e.sendBytes = e.recvBytes = bytes;
+  e.inPlace = s == r;
+  switch (args.coll) {
+    case CollType::Broadcast: if (rank != args.root) e.sendBytes = 0; break;
+    case CollType::Reduce: if (rank != args.root) e.recvBytes = 0; break;
+    case CollType::AllGather: e.recvBytes = bytes * n; e.inPlace = r != nullptr && s == r + rank * bytes; break;
+    case CollType::ReduceScatter: e.sendBytes = bytes * n; e.inPlace = s != nullptr && r == s + rank * bytes; break;
+    case CollType::AllToAll: e.sendBytes = e.recvBytes = bytes * n; break;
+    case CollType::Send: e.recvBytes = 0; break;
+    case CollType::Recv: e.sendBytes = 0; break;
+    default: break;
+  }
+  return e;
+}
+
 namespace {
 
 loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {

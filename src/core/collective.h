@@ -49,6 +49,17 @@ inline bool collHasRoot(CollType c) { return c == CollType::Broadcast || c == Co
 uint64_t callSignature(const CollArgs& args);
 std::string describeCall(uint64_t signature);  // "allreduce(count 100, float, sum)"
 
+// The bytes a call reads from sendbuff and writes to recvbuff on this rank, and whether it is in place
+// (NCCL's layouts: allgather is in place when sendbuff == recvbuff + rank * sendcount, reducescatter when
+// recvbuff == sendbuff + rank * recvcount, the others when sendbuff == recvbuff).  A buffer the rank
+// does not use (sendbuff off the broadcast root, recvbuff off the reduce root) has 0 bytes.
+// count * type size must not overflow (the API checks it first).
+struct CallExtents {
+  size_t sendBytes = 0, recvBytes = 0;
+  bool inPlace = false;
+};
+CallExtents callExtents(const CollArgs& args, int nranks, int rank);
+
 // Runs the collective to completion on the calling thread.
 loomResult_t runCollective(loomComm* comm, const CollArgs& args);
 

@@ -16,6 +16,7 @@
 #include "core/comm_topology.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "device/device_call.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_transport.h"
 

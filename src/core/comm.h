@@ -20,6 +20,7 @@
 
 namespace loom {
 struct CollArgs;
+class StagingPool;
 
 struct Connection {
   Transport* transport = nullptr;
@@ -114,6 +115,10 @@ struct loomComm {
   std::string describe(int peer) const;
   // Wait context for a blocking operation on this communicator (deadline = now + timeout).
   loom::WaitContext waitContext(const char* what) const;
+
+  // Page-locked host buffers through which device buffers are staged (device/device_call.h); made at
+  // the first call that needs them.
+  std::unique_ptr<loom::StagingPool> staging;
 
   // Runs the stream operations (core/progress.h).  Last member: destroyed (thread joined) first.
   std::unique_ptr<loom::ProgressEngine> engine;

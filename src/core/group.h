@@ -14,6 +14,7 @@ bool groupActive();  // on this thread
 loomResult_t groupStart();
 loomResult_t groupEnd();
 // Keeps a call for the outermost GroupEnd; every call of a group must name the same stream.
-loomResult_t groupEnqueue(const DeferredCall& call, Stream* stream);
+// `stream` is the call's loom stream, `deviceStream` its device stream (at most one is set).
+loomResult_t groupEnqueue(const DeferredCall& call, Stream* stream, void* deviceStream);
 
 }  // namespace loom

@@ -43,6 +43,7 @@ namespace loom {
   X(NET_GDR_LEVEL, String, "PXB", "GPUDirect RDMA when NIC and GPU are at most this far apart (path type as above)") \
   X(ALGO, String, "", "algorithms allowed: comma list of ring, tree, rhd, oneshot, hier, flat; ^ excludes; default: the model picks") \
   X(CHUNK_SIZE, Size, "0", "largest piece an algorithm moves per step (0: one transport slot)")                        \
+  X(CUDA, Int, "1", "1: recognise device buffers and CUDA streams when this build has CUDA and a GPU is visible; 0: never call the CUDA runtime") \
   X(TUNE_PROBE, Int, "1", "1: measure latency and copy bandwidth at init (a few ms) to refine the cost model; 0: constants")
 
 enum class ParamType { Int, Size, String };

@@ -1,0 +1,168 @@
+// The CUDA runtime behind DeviceApi (CUDA builds only; linked statically, so a machine without the
+// driver loads loom fine and simply has no GPU).
+//
+// Copies run on streams of loom's own, created non-blocking: a user stream waiting in one of our host
+// calls must never be one that our copies implicitly synchronise with (the legacy default stream
+// synchronises with every blocking stream, and would wait for the host call that waits for the copy).
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "device/device_api.h"
+#include "device/kernels.h"
+
+namespace loom {
+
+namespace {
+
+thread_local std::string tlsLastError;
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  tlsLastError = std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  cudaGetLastError();  // clears the sticky last error of non-fatal failures
+  return false;
+}
+
+// This thread's copy streams, one per device, and which of them have copies in flight.
+struct ThreadStreams {
+  std::map<int, cudaStream_t> byDevice;
+  std::vector<cudaStream_t> busy;
+  ~ThreadStreams() {
+    for (auto& [device, s] : byDevice) cudaStreamDestroy(s);
+  }
+};
+thread_local ThreadStreams tlsStreams;
+
+// The device whose memory ptr is (-1 for host memory).
+int deviceOf(const void* ptr) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+}
+
+bool streamFor(int device, cudaStream_t* out) {
+  auto it = tlsStreams.byDevice.find(device);
+  if (it != tlsStreams.byDevice.end()) return *out = it->second, true;
+  if (!ok(cudaSetDevice(device), "cudaSetDevice")) return false;
+  cudaStream_t s = nullptr;
+  if (!ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return false;
+  tlsStreams.byDevice[device] = s;
+  return *out = s, true;
+}
+
+class CudaApi final : public DeviceApi {
+ public:
+  const char* name() const override { return "cuda"; }
+
+  bool isDeviceMemory(const void* ptr) override { return ptr != nullptr && deviceOf(ptr) >= 0; }
+
+  bool isStream(void* handle) override {
+    if (handle == nullptr) return false;
+    cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(handle));
+    if (e == cudaSuccess || e == cudaErrorNotReady) return true;
+    cudaGetLastError();
+    return false;
+  }
+
+  loomResult_t hostAlloc(void** ptr, size_t bytes) override {
+    return ok(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc") ? loomSuccess : loomUnhandledCudaError;
+  }
+  void hostFree(void* ptr) override { cudaFreeHost(ptr); }
+
+  loomResult_t copyStart(void* dst, const void* src, size_t bytes) override {
+    int device = deviceOf(dst);
+    if (device < 0) device = deviceOf(src);
+    if (device < 0) device = 0;  // host to host: any device's copy engine will do
+    cudaStream_t s = nullptr;
+    if (!streamFor(device, &s)) return loomUnhandledCudaError;
+    if (!ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync")) return loomUnhandledCudaError;
+    tlsStreams.busy.push_back(s);
+    return loomSuccess;
+  }
+
+  loomResult_t copyDone(bool* done) override {
+    auto& busy = tlsStreams.busy;
+    while (!busy.empty()) {
+      cudaError_t e = cudaStreamQuery(busy.back());
+      if (e == cudaErrorNotReady) return *done = false, loomSuccess;
+      if (!ok(e, "cudaStreamQuery (copies)")) return busy.clear(), loomUnhandledCudaError;
+      busy.pop_back();
+    }
+    *done = true;
+    return loomSuccess;
+  }
+
+  loomResult_t markerRecord(void* stream, void** marker) override {
+    auto s = static_cast<cudaStream_t>(stream);
+    int device = -1;
+    if (!ok(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice") || !ok(cudaSetDevice(device), "cudaSetDevice"))
+      return loomUnhandledCudaError;
+    cudaEvent_t e = nullptr;
+    if (!ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"))
+      return loomUnhandledCudaError;
+    if (!ok(cudaEventRecord(e, s), "cudaEventRecord")) {
+      cudaEventDestroy(e);
+      return loomUnhandledCudaError;
+    }
+    *marker = e;
+    return loomSuccess;
+  }
+  loomResult_t markerReady(void* marker, bool* ready) override {
+    cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(marker));
+    if (e == cudaErrorNotReady) return *ready = false, loomSuccess;
+    if (!ok(e, "cudaEventQuery")) return loomUnhandledCudaError;
+    *ready = true;
+    return loomSuccess;
+  }
+  void markerFree(void* marker) override { cudaEventDestroy(static_cast<cudaEvent_t>(marker)); }
+
+  loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) override {
+    return ok(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, arg), "cudaLaunchHostFunc")
+               ? loomSuccess
+               : loomUnhandledCudaError;
+  }
+
+  loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
+                      int divisor) override {
+    int device = deviceOf(dst);
+    cudaStream_t s = nullptr;
+    if (device < 0 || !streamFor(device, &s)) {
+      if (device < 0) tlsLastError = "reduce: dst is not device memory";
+      return loomUnhandledCudaError;
+    }
+    if (!ok(static_cast<cudaError_t>(launchReduceKernel(dst, a, b, count, type, op, divisor, s)), "reduce kernel launch") ||
+        !ok(cudaStreamSynchronize(s), "cudaStreamSynchronize (reduce kernel)"))
+      return loomUnhandledCudaError;
+    return loomSuccess;
+  }
+
+  std::string lastErrorText() override { return tlsLastError; }
+};
+
+}  // namespace
+
+DeviceApi* cudaDeviceApi(std::string* why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    *why = std::string("no GPU visible: cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (count == 0) {
+    *why = "no GPU visible (cudaGetDeviceCount: 0)";
+    return nullptr;
+  }
+  *why = "CUDA runtime " + std::to_string(CUDART_VERSION) + ", " + std::to_string(count) + " GPU(s) visible";
+  static CudaApi api;
+  return &api;
+}
+
+}  // namespace loom

@@ -1,0 +1,62 @@
+// Every call loom makes into a GPU runtime goes through this interface, so that the stream-ordered path
+// of device buffers (device/device_call.h) runs in tests against an emulated device on machines without
+// a GPU (tests/device/emulated_device.h), the way the ib transport runs against an emulated verbs device.
+// The real implementation (device/cuda_api.cc) calls the CUDA runtime and the kernels of device/kernels.cu;
+// it exists in CUDA builds only and is installed at first use when the process sees a GPU.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "loom.h"
+
+namespace loom {
+
+class DeviceApi {
+ public:
+  virtual ~DeviceApi() = default;
+  virtual const char* name() const = 0;  // "cuda" or the emulator's, for messages
+
+  // Whether ptr points into memory that host code must not touch directly (device or managed memory).
+  // Pinned and registered host memory count as host memory.
+  virtual bool isDeviceMemory(const void* ptr) = 0;
+  // Whether handle is a stream of this runtime (a cudaStream_t); false for anything else.
+  virtual bool isStream(void* handle) = 0;
+
+  // Page-locked host memory, which the device copies to and from at full speed.
+  virtual loomResult_t hostAlloc(void** ptr, size_t bytes) = 0;
+  virtual void hostFree(void* ptr) = 0;
+
+  // Starts a copy of `bytes` (any direction) on the runtime's own stream of this thread; copyDone()
+  // says whether every copy started so far on it has finished (an error is a loomUnhandledCudaError).
+  virtual loomResult_t copyStart(void* dst, const void* src, size_t bytes) = 0;
+  virtual loomResult_t copyDone(bool* done) = 0;
+
+  // A marker recorded now on `stream`: ready() turns true once everything issued on the stream before it
+  // has finished.  The marker is freed by markerFree.
+  virtual loomResult_t markerRecord(void* stream, void** marker) = 0;
+  virtual loomResult_t markerReady(void* marker, bool* ready) = 0;
+  virtual void markerFree(void* marker) = 0;
+  // Makes `stream` run fn(arg) on a runtime thread once its earlier work has finished, and its later
+  // work wait until fn returns.  fn must not call into the runtime.
+  virtual loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) = 0;
+
+  // Element-wise dst = a op b over device memory, on the device (the kernels of device/kernels.cu),
+  // synchronous; loomAvg is (a + b) / divisor.  Used by the GPU check (tests/gpu).
+  virtual loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
+                              loomRedOp_t op, int divisor) = 0;
+  // Why the last failing call failed, for the error message.
+  virtual std::string lastErrorText() = 0;
+};
+
+// The runtime in use: an installed one (tests), else the CUDA runtime when this build has it and the
+// process sees a GPU, else nullptr (every buffer is then host memory and every stream a loom stream).
+DeviceApi* deviceApi();
+// For tests: installs `api` (nullptr: back to the default) and returns the previous one.
+DeviceApi* installDeviceApi(DeviceApi* api);
+
+// The CUDA runtime's table (device/cuda_api.cc), or nullptr when this build has no CUDA or the process
+// sees no GPU; `why` then says which.
+DeviceApi* cudaDeviceApi(std::string* why);
+
+}  // namespace loom

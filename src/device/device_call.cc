@@ -1,0 +1,192 @@
+#include "device/device_call.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/comm.h"
+#include "core/datatypes.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "device/device_api.h"
+
+namespace loom {
+
+namespace {
+
+struct Copy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+
+// Starts every copy, then waits for them, sleeping between looks (a copy of many megabytes takes
+// milliseconds; spinning would take a core from the ranks).  Bounded by the timeout and the abort flag.
+loomResult_t copyAll(loomComm* comm, DeviceApi* api, const std::vector<Copy>& copies, const char* what) {
+  bool any = false;
+  for (const Copy& c : copies) {
+    if (c.bytes == 0) continue;
+    if (api->copyStart(c.dst, c.src, c.bytes) != loomSuccess)
+      return setError(loomUnhandledCudaError, "%s: starting a %zu-byte copy failed (%s): %s", what, c.bytes, api->name(),
+                      api->lastErrorText().c_str());
+    any = true;
+  }
+  if (!any) return loomSuccess;
+  const WaitContext ctx = comm->waitContext(what);
+  const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
+  for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
+    bool done = false;
+    if (api->copyDone(&done) != loomSuccess)
+      return setError(loomUnhandledCudaError, "%s: a copy failed (%s): %s", what, api->name(), api->lastErrorText().c_str());
+    if (done) return loomSuccess;
+    std::string message;
+    loomResult_t code = checkWait(ctx, deadline, &message);
+    if (code != loomSuccess) return setError(code, "%s: the device copies did not finish: %s", what, message.c_str());
+    std::this_thread::sleep_for(std::chrono::microseconds(pause));
+  }
+}
+
+// A host call waiting for an op: the device stream holds it until the op has ended.
+struct StreamWait {
+  std::shared_ptr<AsyncOp> op;
+};
+
+// Frees the marker whether or not the op ran (an op cancelled by abort never runs).
+struct Marker {
+  DeviceApi* api;
+  void* handle;
+  ~Marker() { api->markerFree(handle); }
+};
+
+void waitForOp(void* arg) {
+  std::unique_ptr<StreamWait> wait(static_cast<StreamWait*>(arg));
+  // Ends: every op ends (run to its end, bounded by the timeout, or cancelled by abort or destroy).
+  wait->op->wait();
+}
+
+}  // namespace
+
+bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
+  if (api == nullptr) return false;
+  const CallExtents e = callExtents(args, nranks, rank);
+  return (e.sendBytes > 0 && api->isDeviceMemory(args.sendbuff)) ||
+         (e.recvBytes > 0 && api->isDeviceMemory(args.recvbuff)) ||
+         (args.scalar != nullptr && api->isDeviceMemory(args.scalar));
+}
+
+StagingPool::~StagingPool() {
+  for (Buffer& b : buffers_)
+    if (b.ptr != nullptr) api_->hostFree(b.ptr);
+}
+
+loomResult_t StagingPool::get(size_t index, size_t bytes, void** ptr) {
+  if (buffers_.size() <= index) buffers_.resize(index + 1);
+  Buffer& b = buffers_[index];
+  if (b.bytes < bytes) {
+    if (b.ptr != nullptr) api_->hostFree(b.ptr);
+    b = Buffer();
+    size_t want = std::max(bytes, size_t{4096});
+    if (api_->hostAlloc(&b.ptr, want) != loomSuccess)
+      return setError(loomSystemError, "staging device data: allocating %zu bytes of page-locked host memory failed "
+                      "(%s): %s", want, api_->name(), api_->lastErrorText().c_str());
+    b.bytes = want;
+  }
+  *ptr = b.ptr;
+  return loomSuccess;
+}
+
+loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArgs>& calls, const CallsRunner& run) {
+  if (!comm->staging) comm->staging = std::make_unique<StagingPool>(api);
+  StagingPool& pool = *comm->staging;
+  std::vector<CollArgs> onHost = calls;
+  std::vector<Copy> in, out;
+  size_t next = 0;  // staging buffer index
+  for (CollArgs& a : onHost) {
+    const CallExtents e = callExtents(a, comm->nranks, comm->rank);
+    auto* s = static_cast<char*>(const_cast<void*>(a.sendbuff));
+    auto* r = static_cast<char*>(a.recvbuff);
+    const bool devSend = e.sendBytes > 0 && api->isDeviceMemory(s);
+    const bool devRecv = e.recvBytes > 0 && api->isDeviceMemory(r);
+    if (e.inPlace && (devSend || devRecv)) {
+      // One span holds both, so the algorithm sees the in-place layout it expects.
+      char* lo = e.sendBytes == 0 ? r : e.recvBytes == 0 ? s : std::min(s, r);
+      char* hi = std::max(e.sendBytes ? s + e.sendBytes : lo, e.recvBytes ? r + e.recvBytes : lo);
+      void* h = nullptr;
+      LOOM_CHECK(pool.get(next++, static_cast<size_t>(hi - lo), &h));
+      char* host = static_cast<char*>(h);
+      in.push_back({host, lo, static_cast<size_t>(hi - lo)});
+      if (s != nullptr) a.sendbuff = host + (s - lo);
+      if (r != nullptr) a.recvbuff = host + (r - lo);
+      if (e.recvBytes > 0) out.push_back({r, host + (r - lo), e.recvBytes});
+    } else {
+      if (devSend) {
+        void* h = nullptr;
+        LOOM_CHECK(pool.get(next++, e.sendBytes, &h));
+        in.push_back({h, s, e.sendBytes});
+        a.sendbuff = h;
+      }
+      if (devRecv) {
+        void* h = nullptr;
+        LOOM_CHECK(pool.get(next++, e.recvBytes, &h));
+        out.push_back({r, h, e.recvBytes});
+        a.recvbuff = h;
+      }
+    }
+    if (a.scalar != nullptr && api->isDeviceMemory(a.scalar)) {
+      void* h = nullptr;
+      LOOM_CHECK(pool.get(next++, sizeof(double), &h));
+      in.push_back({h, a.scalar, typeSize(a.type)});
+      a.scalar = h;
+    }
+  }
+  LOOM_TRACE(kColl, "device call: %zu call(s), %zu input and %zu output buffer(s) staged through host memory",
+             calls.size(), in.size(), out.size());
+  LOOM_CHECK(copyAll(comm, api, in, "copying device inputs to the host"));
+  LOOM_CHECK(run(onHost));
+  return copyAll(comm, api, out, "copying results to the device");
+}
+
+loomResult_t enqueueOnDeviceStream(DeviceApi* api, void* stream, DeviceStreamWork work) {
+  void* handle = nullptr;
+  if (api->markerRecord(stream, &handle) != loomSuccess)
+    return setError(loomUnhandledCudaError, "recording an event on stream %p failed (%s): %s", stream, api->name(),
+                    api->lastErrorText().c_str());
+  std::shared_ptr<Marker> marker(new Marker{api, handle});
+  std::vector<std::shared_ptr<AsyncOp>> ops;
+  for (auto& [comm, run] : work) {
+    // Each op first waits for the marker: the stream's earlier work (the kernels that wrote our inputs).
+    ops.push_back(std::make_shared<AsyncOp>(
+        [comm = comm, api, marker, run = std::move(run)]() -> loomResult_t {
+          const WaitContext ctx = comm->waitContext("waiting for the device stream to reach the call");
+          const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
+          for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
+            bool ready = false;
+            if (api->markerReady(marker->handle, &ready) != loomSuccess)
+              return comm->fail(setError(loomUnhandledCudaError, "waiting for the device stream failed (%s): %s",
+                                         api->name(), api->lastErrorText().c_str()));
+            if (ready) break;
+            std::string message;
+            loomResult_t code = checkWait(ctx, deadline, &message);
+            if (code != loomSuccess)
+              return comm->fail(setError(code, "the device stream did not reach the call: %s", message.c_str()));
+            std::this_thread::sleep_for(std::chrono::microseconds(pause));
+          }
+          return run();
+        },
+        std::vector<std::shared_ptr<AsyncOp>>{}));
+  }
+  // The stream's later work waits for every op.  Should the runtime refuse a host call, nothing was
+  // enqueued for the ops yet: they are dropped and the call fails as a whole.
+  for (auto& op : ops) {
+    auto* wait = new StreamWait{op};
+    if (api->enqueueHostCall(stream, waitForOp, wait) != loomSuccess) {
+      delete wait;
+      return setError(loomUnhandledCudaError, "making stream %p wait for the call failed (%s): %s", stream,
+                      api->name(), api->lastErrorText().c_str());
+    }
+  }
+  for (size_t i = 0; i < ops.size(); ++i) work[i].first->engine->enqueue(ops[i]);
+  return loomSuccess;
+}
+
+}  // namespace loom

@@ -1,0 +1,60 @@
+// Collectives on device buffers and on device streams (cudaStream_t), for every collective and every
+// transport: the call's device buffers are staged through page-locked host memory (inputs copied in
+// before the host algorithm runs, outputs copied out after it), and on a device stream the whole call
+// runs on the communicator's progress thread when the stream reaches it, while the stream waits for it.
+//
+//   device stream:  [earlier work] -> marker -> host call "wait for op" -> [later work]
+//   progress thread:            waits marker -> copy in -> algorithm -> copy out -> op done
+//
+// So the issuing thread never blocks, the call sees its inputs only after the stream's earlier kernels
+// wrote them, and the stream's later kernels see its outputs.  This is also the staged fallback that the
+// design names for GPU pairs without peer-to-peer access: the host algorithms and transports move the
+// bytes (shared memory inside a host, the network across).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/collective.h"
+#include "core/stream.h"
+
+namespace loom {
+
+class DeviceApi;
+
+// Whether a call must take the device path: `api` is present and a buffer of the call (or a
+// device-resident PreMulSum scalar) is device memory.
+bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank);
+
+// Pinned staging buffers of one communicator, reused from call to call (allocating pinned memory costs
+// milliseconds).  Used by one thread at a time: the communicator's calls never run concurrently.
+class StagingPool {
+ public:
+  explicit StagingPool(DeviceApi* api) : api_(api) {}
+  ~StagingPool();
+  // Buffer `index` of at least `bytes` bytes (grown, never shrunk).
+  loomResult_t get(size_t index, size_t bytes, void** ptr);
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  DeviceApi* api_;
+  std::vector<Buffer> buffers_;
+};
+
+// Runs `run` on host copies of the calls' device buffers: rewrites each call's device pointers to
+// staging buffers, copies the inputs in, runs, and (only if it succeeded) copies the outputs out.
+using CallsRunner = std::function<loomResult_t(const std::vector<CollArgs>&)>;
+loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArgs>& calls, const CallsRunner& run);
+
+// Queues each run on its communicator's progress engine so that all start once device stream `stream`
+// has reached this point (one marker for all: a group's shares on several communicators of this process
+// must run together), and makes the stream wait until every one has ended (done, failed or cancelled;
+// a failure is the communicator's error, seen by loomCommGetAsyncError).
+using DeviceStreamWork = std::vector<std::pair<loomComm*, std::function<loomResult_t()>>>;
+loomResult_t enqueueOnDeviceStream(DeviceApi* api, void* stream, DeviceStreamWork work);
+
+}  // namespace loom

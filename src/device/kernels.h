@@ -1,0 +1,21 @@
+// The device kernels (device/kernels.cu), callable from host C++ without CUDA headers: streams travel as
+// void* (a cudaStream_t) and results as the CUDA error number (0 = success).
+#pragma once
+
+#include <cstddef>
+
+#include "loom.h"
+
+namespace loom {
+
+// dst[i] = a[i] op b[i] for every type and builtin op (sum, prod, max, min; loomAvg: (a + b) / divisor).
+// Integers wrap, float16 and bfloat16 are computed in float32 and rounded to nearest even, as on the CPU
+// (algos/reduce_kernels.h).  dst may be a or b.
+int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
+                       int divisor, void* stream);
+// dst[i] = src[i] * scalar (PreMulSum's first step); scalar is one element of the type, in host memory.
+int launchScaleKernel(void* dst, const void* src, size_t count, loomDataType_t type, const void* scalar, void* stream);
+// dst <- src, bytes (not overlapping), 16 bytes per thread where both are aligned.
+int launchCopyKernel(void* dst, const void* src, size_t bytes, void* stream);
+
+}  // namespace loom

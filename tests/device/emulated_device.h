@@ -1,0 +1,87 @@
+// An emulated GPU runtime behind loom's DeviceApi, for the device-path tests on machines without a GPU.
+//
+// - Device memory: each allocation is one memfd mapped twice.  The pointer the test (and loom) gets is
+//   mapped PROT_NONE, as device memory is to the host: any host code that reads or writes it directly
+//   dies with SIGSEGV, so a passing test shows loom only reaches device buffers through the runtime.  The
+//   emulator itself copies and reduces through the second, readable mapping.
+// - Streams: a thread each, running its work (kernels, markers, host calls) strictly in order.  A host
+//   call blocks its stream until it returns, as cudaLaunchHostFunc does.
+// - Copies (copyStart) and reductions run at once on the calling thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "device/device_api.h"
+
+namespace loom::testing {
+
+class EmulatedDevice final : public DeviceApi {
+ public:
+  ~EmulatedDevice() override;
+
+  // Device memory: the PROT_NONE view; free with deviceFree.
+  void* deviceAlloc(size_t bytes);
+  void deviceFree(void* ptr);
+  // What the emulated device sees at a device address (host memory passes through unchanged).
+  void* view(const void* ptr);
+
+  // Streams, and work on them ("kernels": host code that reads and writes device memory through view()).
+  void* streamCreate();
+  void streamDestroy(void* stream);  // waits for its work first
+  void launch(void* stream, std::function<void()> kernel);
+  void streamSynchronize(void* stream);
+
+  int pinnedLive() const { return pinnedLive_.load(); }  // page-locked buffers not freed yet
+
+  // DeviceApi
+  const char* name() const override { return "emulated device"; }
+  bool isDeviceMemory(const void* ptr) override;
+  bool isStream(void* handle) override;
+  loomResult_t hostAlloc(void** ptr, size_t bytes) override;
+  void hostFree(void* ptr) override;
+  loomResult_t copyStart(void* dst, const void* src, size_t bytes) override;
+  loomResult_t copyDone(bool* done) override;
+  loomResult_t markerRecord(void* stream, void** marker) override;
+  loomResult_t markerReady(void* marker, bool* ready) override;
+  void markerFree(void* marker) override;
+  loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) override;
+  loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
+                      int divisor) override;
+  std::string lastErrorText() override { return lastError_; }
+
+ private:
+  struct Allocation {
+    size_t bytes;
+    char* rw;  // the emulator's readable view
+  };
+  struct Stream {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> work;
+    bool running = false, stop = false;
+    std::thread thread;
+  };
+  struct Marker {
+    std::atomic<bool> ready{false};
+  };
+  const Allocation* find(const void* ptr, uintptr_t* base);
+  void streamLoop(Stream* s);
+  Stream* streamOf(void* handle);
+
+  std::mutex mutex_;
+  std::map<uintptr_t, Allocation> allocations_;  // by device base address
+  std::set<Stream*> streams_;
+  std::atomic<int> pinnedLive_{0};
+  std::string lastError_;
+};
+
+}  // namespace loom::testing

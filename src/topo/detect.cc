@@ -1,4 +1,5 @@
 #include "topo/detect.h"
+#include "topo/gpu_detect.h"
 
 #include "topo/verbs_ports.h"
 
@@ -192,6 +193,10 @@ loomResult_t detectHost(std::unique_ptr<XmlNode>* out) {
   cpu->set("cores", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)));
   LOOM_INFO(kTopo, "built without hwloc: the model is one CPU and no devices");
 #endif
+  std::string why;
+  std::vector<DetectedGpu> gpus = probeGpusWithNvml(&why);
+  LOOM_INFO(kTopo, "GPUs: %s", why.c_str());
+  addGpus(sys.get(), gpus);
   *out = std::move(sys);
   return loomSuccess;
 }

@@ -8,8 +8,8 @@ const PerfTest kTest = {
     "AllGather", /*usesOp=*/false, /*usesRoot=*/false, factorAllToAll,
     // size is the gathered total; each rank contributes size / nranks
     [](size_t bytes, size_t es, int n, size_t* s, size_t* r, size_t* c) { *c = *s = bytes / es / n, *r = *s * n; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm) {
-      return loomAllGather(b.send, b.recv, b.count, t, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm, loomStream_t stream) {
+      return loomAllGather(b.send, b.recv, b.count, t, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op, int, MPI_Comm comm) {
       int c = static_cast<int>(b.count);

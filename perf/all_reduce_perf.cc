@@ -12,8 +12,8 @@ const PerfTest kAllReduce = {
     /*usesRoot=*/false,
     [](int n) { return 2.0 * (n - 1) / n; },
     [](size_t bytes, size_t es, int, size_t* s, size_t* r, size_t* c) { *s = *r = *c = bytes / es; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int, loomComm_t comm) {
-      return loomAllReduce(b.send, b.recv, b.count, t, op, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int, loomComm_t comm, loomStream_t stream) {
+      return loomAllReduce(b.send, b.recv, b.count, t, op, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op op, int, MPI_Comm comm) {
       return MPI_Allreduce(inPlace ? MPI_IN_PLACE : b.send, b.recv, static_cast<int>(b.count), t, op, comm);

@@ -8,8 +8,8 @@ const PerfTest kTest = {
     "AllToAll", /*usesOp=*/false, /*usesRoot=*/false, factorAllToAll,
     // size is what each rank sends in total, size / nranks to every rank
     [](size_t bytes, size_t es, int n, size_t* s, size_t* r, size_t* c) { *c = bytes / es / n, *s = *r = *c * n; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm) {
-      return loomAllToAll(b.send, b.recv, b.count, t, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm, loomStream_t stream) {
+      return loomAllToAll(b.send, b.recv, b.count, t, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op, int, MPI_Comm comm) {
       int c = static_cast<int>(b.count);

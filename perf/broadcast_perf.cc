@@ -7,8 +7,8 @@ namespace {
 const PerfTest kTest = {
     "Broadcast", /*usesOp=*/false, /*usesRoot=*/true, factorOne,
     [](size_t bytes, size_t es, int, size_t* s, size_t* r, size_t* c) { *s = *r = *c = bytes / es; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int root, loomComm_t comm) {
-      return loomBroadcast(b.send, b.recv, b.count, t, root, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int root, loomComm_t comm, loomStream_t stream) {
+      return loomBroadcast(b.send, b.recv, b.count, t, root, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op, int root, MPI_Comm comm) {
       int rank = 0;

@@ -1,4 +1,5 @@
 #include "perf/perf_harness.h"
+#include "perf/perf_device.h"
 
 #include <getopt.h>
 #include <unistd.h>
@@ -26,11 +27,12 @@ struct Options {
   std::vector<loomRedOp_t> ops = {loomSum};
   bool mpiBackend = false;
   bool outOfPlace = true, inPlace = true;  // --placement
+  bool deviceMemory = false;              // --memory device
   std::string csvPath, jsonPath;          // --csv, --json (rank 0 writes them)
 };
 
 // Long options without a short form.
-enum LongOnly { kCsv = 1000, kJson, kPlacement };
+enum LongOnly { kCsv = 1000, kJson, kPlacement, kMemory };
 
 void usage(FILE* out, const char* prog) {
   std::fprintf(out,
@@ -51,6 +53,8 @@ void usage(FILE* out, const char* prog) {
       "  -B, --backend <loom|mpi>   library measured (default loom)\n"
       "      --placement <both|out|in>  measure out-of-place, in-place or both (default both); the other\n"
       "                             columns print N/A\n"
+      "      --memory <host|device>  where the buffers live (default host); device: cudaMalloc'd buffers\n"
+      "                             and the calls issued on a CUDA stream, as nccl-tests does (CUDA builds)\n"
       "      --csv <file>           every timed iteration as CSV: collective, backend, ranks, type, op,\n"
       "                             placement, bytes, iteration, time (us, the slowest rank's)\n"
       "      --json <file>          a summary: the run's settings and, per size and placement, time (us),\n"
@@ -100,7 +104,8 @@ int parseOptions(int argc, char** argv, Options* o, int rank) {
       {"cudagraph", required_argument, nullptr, 'G'},    {"timeout", required_argument, nullptr, 'T'},
       {"backend", required_argument, nullptr, 'B'},      {"help", no_argument, nullptr, 'h'},
       {"csv", required_argument, nullptr, kCsv},         {"json", required_argument, nullptr, kJson},
-      {"placement", required_argument, nullptr, kPlacement}, {nullptr, 0, nullptr, 0}};
+      {"placement", required_argument, nullptr, kPlacement}, {"memory", required_argument, nullptr, kMemory},
+      {nullptr, 0, nullptr, 0}};
   auto bad = [&](const char* what, const char* value) {
     if (rank == 0) std::fprintf(stderr, "%s: invalid %s '%s' (see --help)\n", argv[0], what, value);
     return 2;
@@ -152,6 +157,10 @@ int parseOptions(int argc, char** argv, Options* o, int rank) {
         else if (!std::strcmp(optarg, "in")) o->outOfPlace = false;
         else if (std::strcmp(optarg, "both") != 0) return bad("placement", optarg);
         break;
+      case kMemory:
+        if (!std::strcmp(optarg, "device")) o->deviceMemory = true;
+        else if (std::strcmp(optarg, "host") != 0) return bad("memory", optarg);
+        break;
       case 'h': if (rank == 0) usage(stdout, argv[0]); return 0;
       default: if (rank == 0) usage(stderr, argv[0]); return 2;
     }
@@ -185,15 +194,83 @@ MPI_Op mpiOp(loomRedOp_t op) {
   }
 }
 
+// Page-aligned, zeroed buffers, as nccl-tests gets from cudaMalloc (and independent of how the MPI
+// library has tuned malloc); with --memory device, cudaMalloc'd buffers with such a host mirror, through
+// which inputs are written and results read.
+class PerfBuffer {
+ public:
+  PerfBuffer(size_t bytes, bool device) : bytes_(bytes) {
+    size_t len = (bytes + 4095) / 4096 * 4096 + 4096;
+    if (posix_memalign(&host_, 4096, len) != 0) {
+      std::fprintf(stderr, "out of memory allocating %zu bytes\n", len);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    std::memset(host_, 0, len);
+    if (device && (device_ = deviceAlloc(std::max<size_t>(bytes, 1))) == nullptr) {
+      std::fprintf(stderr, "out of device memory allocating %zu bytes\n", bytes);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  ~PerfBuffer() {
+    std::free(host_);
+    if (device_ != nullptr) deviceFree(device_);
+  }
+  PerfBuffer(const PerfBuffer&) = delete;
+  PerfBuffer& operator=(const PerfBuffer&) = delete;
+  char* data() const { return static_cast<char*>(device_ != nullptr ? device_ : host_); }  // what the calls get
+  char* host() const { return static_cast<char*>(host_); }
+  size_t bytes() const { return bytes_; }
+  bool upload() const { return device_ == nullptr || copyToDevice(device_, host_, bytes_); }
+  bool download() const { return device_ == nullptr || copyToHost(host_, device_, bytes_); }
+
+ private:
+  size_t bytes_;
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+};
+
+// A size's buffers: the calls use data(); inputs are written and results read on the host mirrors.
+struct BufferSet {
+  std::vector<const PerfBuffer*> all;
+  void* onHost(void* p) const {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    for (const PerfBuffer* b : all) {
+      const auto base = reinterpret_cast<uintptr_t>(b->data());
+      if (b->data() != b->host() && at >= base && at <= base + b->bytes()) return b->host() + (at - base);
+    }
+    return p;
+  }
+  Buffers onHost(const Buffers& b) const { return Buffers{onHost(b.send), onHost(b.recv), b.count}; }
+  bool upload() const {
+    for (const PerfBuffer* b : all)
+      if (!b->upload()) return false;
+    return true;
+  }
+  bool download() const {
+    for (const PerfBuffer* b : all)
+      if (!b->download()) return false;
+    return true;
+  }
+};
+
 struct Runner {
   const PerfTest& test;
   const Options& o;
   int rank, nranks;
   loomComm_t comm;
+  void* stream;  // a CUDA stream with --memory device, else NULL
+  const BufferSet* set = nullptr;
 
   bool run(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op) const {
     if (o.mpiBackend) return test.runMpi(b, inPlace, mpiType(type), mpiOp(op), o.root, MPI_COMM_WORLD) == MPI_SUCCESS;
-    loomResult_t r = test.runLoom(b, type, op, o.root, comm);
+    loomResult_t r = test.runLoom(b, type, op, o.root, comm, stream);
+    if (r == loomSuccess && stream != nullptr) {
+      if (!streamSynchronize(stream)) {
+        std::fprintf(stderr, "rank %d: synchronizing the CUDA stream failed\n", rank);
+        return false;
+      }
+      loomCommGetAsyncError(comm, &r);  // a stream call reports its failure here
+    }
     if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
     return r == loomSuccess;
   }
@@ -232,34 +309,13 @@ struct Runner {
     *usec = o.average == 0 ? mine : o.average == 1 ? sum / nranks : o.average == 2 ? mn : mx;
     long w = 0;
     if (o.check) {
-      test.fillInput(b, type, op, o.root, rank, nranks);
-      if (!run(b, inPlace, type, op)) return false;
-      w = static_cast<long>(test.countWrong(b, type, op, o.root, rank, nranks));
+      test.fillInput(set->onHost(b), type, op, o.root, rank, nranks);
+      if (!set->upload() || !run(b, inPlace, type, op) || !set->download()) return false;
+      w = static_cast<long>(test.countWrong(set->onHost(b), type, op, o.root, rank, nranks));
     }
     MPI_Allreduce(&w, wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     return true;
   }
-};
-
-// Page-aligned, zeroed buffers, as nccl-tests gets from cudaMalloc (and independent of how the MPI
-// library has tuned malloc).
-class PageBuffer {
- public:
-  explicit PageBuffer(size_t bytes) {
-    size_t len = (bytes + 4095) / 4096 * 4096 + 4096;
-    if (posix_memalign(&p_, 4096, len) != 0) {
-      std::fprintf(stderr, "out of memory allocating %zu bytes\n", len);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    std::memset(p_, 0, len);
-  }
-  ~PageBuffer() { std::free(p_); }
-  PageBuffer(const PageBuffer&) = delete;
-  PageBuffer& operator=(const PageBuffer&) = delete;
-  char* data() const { return static_cast<char*>(p_); }
-
- private:
-  void* p_ = nullptr;
 };
 
 std::string formatTime(double us) {
@@ -301,6 +357,24 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
     o.ops = p;
   }
   if (!test.usesOp) o.ops = {loomSum};
+  // With --memory device each rank takes the GPU of its rank on this host (modulo the GPUs there).
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  int localRank = 0;
+  MPI_Comm_rank(local, &localRank);
+  MPI_Comm_free(&local);
+  void* stream = nullptr;
+  if (o.deviceMemory) {
+    std::string why;
+    if (o.mpiBackend || !deviceAvailable(localRank, &why) || (stream = streamCreate()) == nullptr) {
+      if (rank == 0)
+        std::fprintf(stderr, "%s: --memory device: %s\n", argv[0],
+                     o.mpiBackend ? "only with --backend loom (the MPI library may not take device buffers)"
+                                  : why.empty() ? "creating a CUDA stream failed" : why.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+  }
 
   loomComm_t comm = nullptr;
   if (!o.mpiBackend) {
@@ -366,7 +440,7 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
                 "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   }
 
-  Runner runner{test, o, rank, nranks, comm};
+  Runner runner{test, o, rank, nranks, comm, stream};
   double busSum = 0;
   int busCount = 0;
   long totalWrong = 0;
@@ -377,15 +451,22 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
       for (size_t bytes = o.minBytes; bytes <= o.maxBytes && !failed;) {
         size_t sendCount, recvCount, callCount;
         test.counts(bytes, es, nranks, &sendCount, &recvCount, &callCount);
-        PageBuffer sendBuf(sendCount * es), recvBuf(recvCount * es), inPlaceBuf(std::max(sendCount, recvCount) * es);
+        PerfBuffer sendBuf(sendCount * es, o.deviceMemory), recvBuf(recvCount * es, o.deviceMemory),
+            inPlaceBuf(std::max(sendCount, recvCount) * es, o.deviceMemory);
+        BufferSet set{{&sendBuf, &recvBuf, &inPlaceBuf}};
+        runner.set = &set;
         Buffers outOfPlace{sendBuf.data(), recvBuf.data(), callCount};
         // In place, one buffer holds both, laid out as NCCL defines it: allgather's send block is the
         // rank's slot of the output, reducescatter's output is the rank's slot of the input.
         Buffers inPlace{inPlaceBuf.data(), inPlaceBuf.data(), callCount};
         if (sendCount < recvCount) inPlace.send = inPlaceBuf.data() + rank * sendCount * es;
         if (sendCount > recvCount) inPlace.recv = inPlaceBuf.data() + rank * recvCount * es;
-        test.fillInput(outOfPlace, type, op, o.root, rank, nranks);
-        test.fillInput(inPlace, type, op, o.root, rank, nranks);
+        test.fillInput(set.onHost(outOfPlace), type, op, o.root, rank, nranks);
+        test.fillInput(set.onHost(inPlace), type, op, o.root, rank, nranks);
+        if (!set.upload()) {
+          std::fprintf(stderr, "rank %d: copying the inputs to the device failed\n", rank);
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         std::string line;
         char buf[256];
         std::snprintf(buf, sizeof(buf), "%12zu  %12zu  %8s  %6s  %6d", std::max(sendCount, recvCount) * es,
@@ -437,6 +518,7 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
     if (!written) std::fprintf(stderr, "%s: %s\n", argv[0], error.c_str());
   }
   if (comm != nullptr) loomCommDestroy(comm);
+  if (stream != nullptr) streamDestroy(stream);
   MPI_Finalize();
   return failed ? 3 : totalWrong != 0 ? 1 : !written ? 4 : 0;
 }

@@ -26,7 +26,9 @@ struct PerfTest {
   double (*busFactor)(int nranks);
   // For a message of `bytes`, the element counts of the send and receive buffers and of the call.
   void (*counts)(size_t bytes, size_t elemSize, int nranks, size_t* sendCount, size_t* recvCount, size_t* callCount);
-  loomResult_t (*runLoom)(const Buffers& b, loomDataType_t type, loomRedOp_t op, int root, loomComm_t comm);
+  // `stream`: NULL for host buffers (the call is complete when it returns), a CUDA stream for --memory device.
+  loomResult_t (*runLoom)(const Buffers& b, loomDataType_t type, loomRedOp_t op, int root, loomComm_t comm,
+                          loomStream_t stream);
   // Returns an MPI error code; `inPlace` tells the MPI backend to pass MPI_IN_PLACE.
   int (*runMpi)(const Buffers& b, bool inPlace, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
   // Fills this rank's input before a checked run; counts wrong elements of the result afterwards.

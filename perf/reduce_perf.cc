@@ -7,8 +7,8 @@ namespace {
 const PerfTest kTest = {
     "Reduce", /*usesOp=*/true, /*usesRoot=*/true, factorOne,
     [](size_t bytes, size_t es, int, size_t* s, size_t* r, size_t* c) { *s = *r = *c = bytes / es; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int root, loomComm_t comm) {
-      return loomReduce(b.send, b.recv, b.count, t, op, root, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int root, loomComm_t comm, loomStream_t stream) {
+      return loomReduce(b.send, b.recv, b.count, t, op, root, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm) {
       int rank = 0;

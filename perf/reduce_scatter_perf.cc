@@ -8,8 +8,8 @@ const PerfTest kTest = {
     "ReduceScatter", /*usesOp=*/true, /*usesRoot=*/false, factorAllToAll,
     // size is the total reduced; each rank keeps size / nranks
     [](size_t bytes, size_t es, int n, size_t* s, size_t* r, size_t* c) { *c = *r = bytes / es / n, *s = *r * n; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int, loomComm_t comm) {
-      return loomReduceScatter(b.send, b.recv, b.count, t, op, comm, nullptr);
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t op, int, loomComm_t comm, loomStream_t stream) {
+      return loomReduceScatter(b.send, b.recv, b.count, t, op, comm, stream);
     },
     [](const Buffers& b, bool inPlace, MPI_Datatype t, MPI_Op op, int, MPI_Comm comm) {
       if (!inPlace) return MPI_Reduce_scatter_block(b.send, b.recv, static_cast<int>(b.count), t, op, comm);

@@ -15,13 +15,13 @@ int rankOf(MPI_Comm comm, int* n) {
 const PerfTest kTest = {
     "SendRecv", /*usesOp=*/false, /*usesRoot=*/false, factorOne,
     [](size_t bytes, size_t es, int, size_t* s, size_t* r, size_t* c) { *s = *r = *c = bytes / es; },
-    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm) {
+    [](const Buffers& b, loomDataType_t t, loomRedOp_t, int, loomComm_t comm, loomStream_t stream) {
       int rank = 0, n = 1;
       loomCommUserRank(comm, &rank);
       loomCommCount(comm, &n);
       loomGroupStart();
-      loomSend(b.send, b.count, t, (rank + 1) % n, comm, nullptr);
-      loomRecv(b.recv, b.count, t, (rank + n - 1) % n, comm, nullptr);
+      loomSend(b.send, b.count, t, (rank + 1) % n, comm, stream);
+      loomRecv(b.recv, b.count, t, (rank + n - 1) % n, comm, stream);
       return loomGroupEnd();
     },
     [](const Buffers& b, bool, MPI_Datatype t, MPI_Op, int, MPI_Comm comm) {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU check, to run as is on a machine with a GPU (the device tool's machine; CI has no GPU and only
+# compiles this).  Under 5 minutes on one H200.
+#   tests/gpu/run.sh [RESULTS_FILE]        default: $OUT/gpu_results.txt, else ./gpu_results.txt
+# Runs build/gpu_check: the reduction kernels for every type and op against the CPU reference, the
+# device-to-device copy bandwidth (the limit), and 1, 2 and 4 ranks on GPU 0 (every collective on device
+# buffers on a CUDA stream, checked; allreduce busbw from 1 to 256 MB); then, when mpirun is there, the
+# perf tools with --memory device at 2 and 4 ranks.  gpu_check comes from, in this order:
+#   - .gpu-bundle/ (made on a machine without a GPU by tests/gpu/bundle.sh: gpu_check and the shared
+#     libraries it needs, for a machine that lacks loom's build dependencies; no perf tools then), or
+#   - a build made here (needs cmake, ninja, nvcc, libxml2 headers; hwloc/ucx/verbs are optional).
+# Exit status: 0 when every check passed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+results=${1:-${OUT:-.}/gpu_results.txt}
+: > "$results" || { echo "cannot write $results" >&2; exit 2; }
+log() { echo "$*" | tee -a "$results"; }
+log "# loom GPU check, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode,mig.mode.current --format=csv 2>&1 | tee -a "$results"
+
+if [ -x .gpu-bundle/bin/gpu_check ]; then
+  export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  check=.gpu-bundle/bin/gpu_check perfdir=none
+  log "# gpu_check from .gpu-bundle (built elsewhere)"
+else
+  build=${LOOM_GPU_BUILD_DIR:-build-gpu}
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+  log "# building in $build for sm_${arch:-90}"
+  mkdir -p "$build"
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WITH_CUDA=ON -DLOOM_WITH_TORCH=OFF \
+        -DLOOM_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" > "$build/cmake.log" 2>&1; then
+    tail -30 "$build/cmake.log" | tee -a "$results"; log "FAILED: cmake"; exit 1
+  fi
+  if ! cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1; then
+    tail -30 "$build/build.log" | tee -a "$results"; log "FAILED: build"; exit 1
+  fi
+  check=$build/tests/gpu/gpu_check perfdir=$build/perf
+fi
+
+status=0
+timeout 240 "$check" "$results.check" || status=1
+cat "$results.check" >> "$results" && rm -f "$results.check"
+
+if command -v mpirun > /dev/null && [ -x "$perfdir/all_reduce_perf" ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for np in 2 4; do
+    for tool in all_reduce_perf all_gather_perf; do
+      log "# mpirun -np $np $tool --memory device -b 1M -e 256M -f 4"
+      timeout 60 mpirun -np "$np" --oversubscribe "$perfdir/$tool" --memory device -b 1M -e 256M -f 4 -n 10 -w 2 \
+        2>&1 | tee -a "$results" || status=1
+    done
+  done
+else
+  log "# perf tools skipped: no mpirun (or no perf tools) on this machine; gpu_check's busbw above stands in"
+fi
+log "# run.sh: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
+exit $status

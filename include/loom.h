@@ -35,9 +35,12 @@
  *     stream's later work waits until it has ended, as with NCCL.  A failure (or LOOM_TIMEOUT) releases
  *     the stream and is reported by loomCommGetAsyncError.  Any other pointer is loomInvalidArgument.
  *
- * Device buffers (CUDA builds): any buffer may be device or managed memory, on any stream.  Device data
- * is staged through page-locked host memory and moved by the host algorithms and transports, so it
- * works across every transport, MIG instances and several ranks per GPU alike.
+ * Device buffers (CUDA builds): any buffer may be device memory, on any stream.  When every rank of the
+ * communicator is on one host and each rank's GPU reaches the others' (the same GPU, or peer-to-peer
+ * over NVLink or PCIe), a collective reads its peers' buffers directly (CUDA IPC; LOOM_DEVICE_DIRECT=0
+ * turns this off); otherwise, and for send/recv, groups and PreMulSum ops, device data is staged
+ * through page-locked host memory and moved by the host algorithms and transports, so it works across
+ * hosts, MIG instances and any transport alike.
  */
 #ifndef LOOM_H_
 #define LOOM_H_

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "device/device_call.h"
+#include "device/direct_call.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_transport.h"
 

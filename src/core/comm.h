@@ -21,6 +21,7 @@
 namespace loom {
 struct CollArgs;
 class StagingPool;
+class DevicePeers;
 
 struct Connection {
   Transport* transport = nullptr;
@@ -119,6 +120,8 @@ struct loomComm {
   // Page-locked host buffers through which device buffers are staged (device/device_call.h); made at
   // the first call that needs them.
   std::unique_ptr<loom::StagingPool> staging;
+  // Peers' device buffers mapped for the direct path (device/direct_call.h).
+  std::unique_ptr<loom::DevicePeers> devicePeers;
 
   // Runs the stream operations (core/progress.h).  Last member: destroyed (thread joined) first.
   std::unique_ptr<loom::ProgressEngine> engine;

@@ -6,6 +6,7 @@
 // synchronises with every blocking stream, and would wait for the host call that waits for the copy).
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +46,28 @@ int deviceOf(const void* ptr) {
     return -1;
   }
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+}
+
+// The start of the allocation holding ptr (the driver's cuMemGetAddressRange, reached through the runtime
+// so that loom does not link the driver library).
+bool allocationBase(const void* ptr, uintptr_t* base) {
+  using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+  static GetRange getRange = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<GetRange>(fn);
+  }();
+  unsigned long long b = 0;
+  size_t size = 0;
+  if (getRange == nullptr || getRange(&b, &size, reinterpret_cast<uintptr_t>(ptr)) != 0) {
+    tlsLastError = "cuMemGetAddressRange failed";
+    return false;
+  }
+  *base = static_cast<uintptr_t>(b);
+  return true;
 }
 
 bool streamFor(int device, cudaStream_t* out) {
@@ -129,18 +152,58 @@ class CudaApi final : public DeviceApi {
                : loomUnhandledCudaError;
   }
 
-  loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
-                      int divisor) override {
+  loomResult_t reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
+                           int divisor) override {
     int device = deviceOf(dst);
     cudaStream_t s = nullptr;
     if (device < 0 || !streamFor(device, &s)) {
       if (device < 0) tlsLastError = "reduce: dst is not device memory";
       return loomUnhandledCudaError;
     }
-    if (!ok(static_cast<cudaError_t>(launchReduceKernel(dst, a, b, count, type, op, divisor, s)), "reduce kernel launch") ||
-        !ok(cudaStreamSynchronize(s), "cudaStreamSynchronize (reduce kernel)"))
+    if (!ok(cudaSetDevice(device), "cudaSetDevice") ||
+        !ok(static_cast<cudaError_t>(launchReduceKernel(dst, a, b, count, type, op, divisor, s)), "reduce kernel launch"))
       return loomUnhandledCudaError;
+    tlsStreams.busy.push_back(s);
     return loomSuccess;
+  }
+
+  loomResult_t ipcExport(const void* ptr, IpcHandle* handle) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(handle->bytes), "IPC handle size");
+    cudaIpcMemHandle_t h;
+    if (!ok(cudaIpcGetMemHandle(&h, const_cast<void*>(ptr)), "cudaIpcGetMemHandle")) return loomUnhandledCudaError;
+    uintptr_t base = 0;
+    if (!allocationBase(ptr, &base)) return loomUnhandledCudaError;
+    std::memset(handle->bytes, 0, sizeof handle->bytes);
+    std::memcpy(handle->bytes, &h, sizeof h);
+    handle->offset = reinterpret_cast<uintptr_t>(ptr) - base;
+    return loomSuccess;
+  }
+
+  loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) override {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof h);
+    int device = deviceOf(near);
+    if (device >= 0 && !ok(cudaSetDevice(device), "cudaSetDevice")) return loomUnhandledCudaError;
+    return ok(cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle")
+               ? loomSuccess
+               : loomUnhandledCudaError;
+  }
+  void ipcClose(void* base) override { cudaIpcCloseMemHandle(base); }
+
+  std::string busIdOf(const void* ptr) override {
+    int device = deviceOf(ptr);
+    char id[32] = {};
+    if (device < 0 || cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) return cudaGetLastError(), "";
+    return id;
+  }
+
+  bool reaches(const std::string& from, const std::string& to) override {
+    if (from.empty() || to.empty()) return false;
+    if (from == to) return true;
+    int a = -1, b = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&a, from.c_str()) != cudaSuccess || cudaDeviceGetByPCIBusId(&b, to.c_str()) != cudaSuccess)
+      return cudaGetLastError(), false;  // the peer's GPU is not visible to this process
+    return cudaDeviceCanAccessPeer(&can, a, b) == cudaSuccess && can == 1;
   }
 
   std::string lastErrorText() override { return tlsLastError; }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "loom.h"
@@ -41,10 +42,26 @@ class DeviceApi {
   // work wait until fn returns.  fn must not call into the runtime.
   virtual loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) = 0;
 
-  // Element-wise dst = a op b over device memory, on the device (the kernels of device/kernels.cu),
-  // synchronous; loomAvg is (a + b) / divisor.  Used by the GPU check (tests/gpu).
-  virtual loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
-                              loomRedOp_t op, int divisor) = 0;
+  // Starts dst = a op b element-wise on the device (the kernels of device/kernels.cu) on the same
+  // stream as copyStart's to dst's device, so copies and reductions into one buffer run in the order
+  // started; copyDone() waits for both.  loomAvg is (a + b) / divisor.
+  virtual loomResult_t reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
+                                   loomRedOp_t op, int divisor) = 0;
+
+  // Device memory of other processes on this host (CUDA IPC): the handle of the allocation holding ptr
+  // and ptr's offset in it; opening a peer's handle maps that allocation into this process, on the
+  // device of `near` (a local device pointer), and returns its base.
+  struct IpcHandle {
+    unsigned char bytes[64];
+    uint64_t offset;
+  };
+  virtual loomResult_t ipcExport(const void* ptr, IpcHandle* handle) = 0;
+  virtual loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) = 0;
+  virtual void ipcClose(void* base) = 0;
+  // The PCI bus id of the device ptr's memory is on ("" when unknown), and whether a device reaches
+  // another's memory (the same device, or peer-to-peer over NVLink or PCIe as the runtime allows).
+  virtual std::string busIdOf(const void* ptr) = 0;
+  virtual bool reaches(const std::string& fromBusId, const std::string& toBusId) = 0;
   // Why the last failing call failed, for the error message.
   virtual std::string lastErrorText() = 0;
 };

@@ -20,8 +20,7 @@ struct Copy {
   size_t bytes;
 };
 
-// Starts every copy, then waits for them, sleeping between looks (a copy of many megabytes takes
-// milliseconds; spinning would take a core from the ranks).  Bounded by the timeout and the abort flag.
+// Starts every copy, then waits for them.
 loomResult_t copyAll(loomComm* comm, DeviceApi* api, const std::vector<Copy>& copies, const char* what) {
   bool any = false;
   for (const Copy& c : copies) {
@@ -31,31 +30,19 @@ loomResult_t copyAll(loomComm* comm, DeviceApi* api, const std::vector<Copy>& co
                       api->lastErrorText().c_str());
     any = true;
   }
-  if (!any) return loomSuccess;
-  const WaitContext ctx = comm->waitContext(what);
-  const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
-  for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
-    bool done = false;
-    if (api->copyDone(&done) != loomSuccess)
-      return setError(loomUnhandledCudaError, "%s: a copy failed (%s): %s", what, api->name(), api->lastErrorText().c_str());
-    if (done) return loomSuccess;
-    std::string message;
-    loomResult_t code = checkWait(ctx, deadline, &message);
-    if (code != loomSuccess) return setError(code, "%s: the device copies did not finish: %s", what, message.c_str());
-    std::this_thread::sleep_for(std::chrono::microseconds(pause));
-  }
+  return any ? waitDeviceWork(comm, api, what) : loomSuccess;
 }
-
-// A host call waiting for an op: the device stream holds it until the op has ended.
-struct StreamWait {
-  std::shared_ptr<AsyncOp> op;
-};
 
 // Frees the marker whether or not the op ran (an op cancelled by abort never runs).
 struct Marker {
   DeviceApi* api;
   void* handle;
   ~Marker() { api->markerFree(handle); }
+};
+
+// A host call waiting for an op: the device stream holds it until the op has ended.
+struct StreamWait {
+  std::shared_ptr<AsyncOp> op;
 };
 
 void waitForOp(void* arg) {
@@ -65,6 +52,24 @@ void waitForOp(void* arg) {
 }
 
 }  // namespace
+
+// A copy of many megabytes takes milliseconds: sleeping between looks (not spinning) leaves the cores
+// to the ranks.
+loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what) {
+  const WaitContext ctx = comm->waitContext(what);
+  const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
+  for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
+    bool done = false;
+    if (api->copyDone(&done) != loomSuccess)
+      return setError(loomUnhandledCudaError, "%s: device work failed (%s): %s", what, api->name(),
+                      api->lastErrorText().c_str());
+    if (done) return loomSuccess;
+    std::string message;
+    loomResult_t code = checkWait(ctx, deadline, &message);
+    if (code != loomSuccess) return setError(code, "%s: the device work did not finish: %s", what, message.c_str());
+    std::this_thread::sleep_for(std::chrono::microseconds(pause));
+  }
+}
 
 bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
   if (api == nullptr) return false;

@@ -45,6 +45,10 @@ class StagingPool {
   std::vector<Buffer> buffers_;
 };
 
+// Waits until the device work this thread started (DeviceApi::copyStart / reduceStart) has finished,
+// sleeping between looks; bounded by the communicator's timeout and abort flag.
+loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what);
+
 // Runs `run` on host copies of the calls' device buffers: rewrites each call's device pointers to
 // staging buffers, copies the inputs in, runs, and (only if it succeeded) copies the outputs out.
 using CallsRunner = std::function<loomResult_t(const std::vector<CollArgs>&)>;

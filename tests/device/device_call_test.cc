@@ -1,7 +1,8 @@
 // Collectives on device buffers and device streams, against the emulated device (no GPU here; the real
 // CUDA runtime is exercised by tests/gpu/run.sh on a GPU machine).  Every test is named Emulated.
 // The emulated device memory is unreadable from the host (PROT_NONE): a test that passes shows that loom
-// moved every device byte through the runtime's copies, never by touching it.
+// moved every device byte through the runtime's copies and kernels, never by touching it.  Both paths
+// are covered: direct (peers' buffers mapped through the emulated IPC) and staged (through host memory).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/datatypes.h"
+#include "core/params.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/reference.h"
@@ -24,6 +26,12 @@ using loom::testing::forkRanks;
 using loom::testing::runRanks;
 using loom::testing::secondsSince;
 using loom::testing::timeBound;
+
+// This (forked) rank's choice of path: LOOM_DEVICE_DIRECT, read again.
+void usePath(bool direct) {
+  setenv("LOOM_DEVICE_DIRECT", direct ? "1" : "0", 1);
+  loom::paramsReloadForTesting();
+}
 
 // The emulated device of this (forked) rank, installed for the rest of its life.
 EmulatedDevice& device() {
@@ -44,12 +52,17 @@ struct DeviceBuffer {
   void* ptr;
 };
 
+class DevicePath : public ::testing::TestWithParam<bool> {};
+
 // Every collective, out of place and in place, on device buffers with the NULL stream (the call is
-// complete when it returns), against the reference results.
-TEST(DeviceEmulated, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
+// complete when it returns), against the reference results: on the direct path (peers' buffers mapped,
+// nothing staged) and on the staged path (LOOM_DEVICE_DIRECT=0: nothing mapped).
+TEST_P(DevicePath, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
+  const bool direct = GetParam();
   for (int n : {2, 3}) {
     SCOPED_TRACE("ranks " + std::to_string(n));
-    runRanks(n, [n](int rank, loomComm_t comm) {
+    runRanks(n, [n, direct](int rank, loomComm_t comm) {
+      usePath(direct);
       const loomDataType_t type = loomFloat32;
       const size_t es = loom::typeSize(type), count = 70001;  // several slots, not a multiple of anything
       for (bool inPlace : {false, true}) {
@@ -106,8 +119,66 @@ TEST(DeviceEmulated, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
                 << "from rank " << r << ": " << why;
         }
       }
+      if (direct) {
+        EXPECT_GT(device().ipcOpened(), 0) << "the direct path mapped no peer buffer";
+        EXPECT_EQ(device().pinnedLive(), 0) << "the direct path staged through host memory";
+      } else {
+        EXPECT_EQ(device().ipcOpened(), 0);
+        EXPECT_GT(device().pinnedLive(), 0);
+      }
     });
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(DeviceEmulated, DevicePath, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "direct" : "staged"; });
+
+// One rank whose runtime cannot share its memory: every rank takes the staged path for that call (they
+// agree first), and the results are right.
+TEST(DeviceEmulated, OneRankWithoutIpcMakesEveryRankStage) {
+  runRanks(3, [](int rank, loomComm_t comm) {
+    device().refuseIpc(rank == 1);
+    const size_t count = 30000;
+    DeviceBuffer buf(count * sizeof(float));
+    loom::testing::fillInput(loomFloat32, loomSum, rank, count, buf.host());
+    ASSERT_EQ(loomAllReduce(buf.ptr, buf.ptr, count, loomFloat32, loomSum, comm, nullptr), loomSuccess)
+        << loomGetLastError(comm);
+    std::string why;
+    EXPECT_EQ(loom::testing::countWrong(loomFloat32, loomSum, 3, count, buf.host(), &why), 0u) << why;
+    EXPECT_GT(device().pinnedLive(), 0) << "rank " << rank << " did not stage";
+  });
+}
+
+// Ranks of one process (loomCommInitAll, a thread each) read each other's buffers by address.
+TEST(DeviceEmulated, RanksOfOneProcessOnTheDirectPath) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = device();
+    const int n = 3;
+    std::vector<loomComm_t> comms(n);
+    if (loomCommInitAll(comms.data(), n, nullptr) != loomSuccess) return 2;
+    const size_t count = 10000;
+    std::vector<DeviceBuffer*> bufs;
+    for (int r = 0; r < n; ++r) {
+      bufs.push_back(new DeviceBuffer(count * sizeof(int32_t)));
+      loom::testing::fillInput(loomInt32, loomSum, r, count, bufs[r]->host());
+    }
+    std::vector<std::thread> threads;
+    std::vector<loomResult_t> results(n, loomInternalError);
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        results[r] = loomAllReduce(bufs[r]->ptr, bufs[r]->ptr, count, loomInt32, loomSum, comms[r], nullptr);
+      });
+    for (auto& t : threads) t.join();
+    int status = 0;
+    for (int r = 0; r < n; ++r) {
+      if (results[r] != loomSuccess) status = 3;
+      else if (loom::testing::countWrong(loomInt32, loomSum, n, count, bufs[r]->host(), nullptr) != 0) status = 4;
+    }
+    if (status == 0 && (dev.ipcOpened() != 0 || dev.pinnedLive() != 0)) status = 5;  // neither mapped nor staged
+    for (int r = 0; r < n; ++r) loomCommDestroy(comms[r]), delete bufs[r];
+    return status;
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
 // Every type and op of allreduce on device buffers (small counts: the types' kernels are the CPU's).
@@ -245,6 +316,7 @@ TEST(DeviceEmulated, StagingBuffersAreReusedAndFreedOnDestroy) {
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   auto outcomes = forkRanks(2, [&](int rank) {
     EmulatedDevice& dev = device();
+    usePath(false);
     loomComm_t comm;
     if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 2;
     DeviceBuffer a(1 << 20), b(1 << 20);

@@ -1,8 +1,10 @@
 #include "tests/device/emulated_device.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -29,20 +31,25 @@ EmulatedDevice::~EmulatedDevice() {
   for (auto& [base, a] : allocations_) {
     munmap(reinterpret_cast<void*>(base), a.bytes);
     munmap(a.rw, a.bytes);
+    if (a.fd >= 0) close(a.fd);
   }
+}
+
+// Maps fd twice (the PROT_NONE device view it returns, and the emulator's readable one) and records it.
+void* EmulatedDevice::mapView(int fd, size_t size, int ownFd) {
+  void* user = mmap(nullptr, size, PROT_NONE, MAP_SHARED, fd, 0);
+  void* rw = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (user == MAP_FAILED || rw == MAP_FAILED) std::abort();
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocations_[reinterpret_cast<uintptr_t>(user)] = Allocation{size, static_cast<char*>(rw), ownFd, ++serial_};
+  return user;
 }
 
 void* EmulatedDevice::deviceAlloc(size_t bytes) {
   const size_t size = pageRound(bytes);
   int fd = memfd_create("loom-emulated-device", 0);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) std::abort();
-  void* user = mmap(nullptr, size, PROT_NONE, MAP_SHARED, fd, 0);
-  void* rw = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (user == MAP_FAILED || rw == MAP_FAILED) std::abort();
-  std::lock_guard<std::mutex> lock(mutex_);
-  allocations_[reinterpret_cast<uintptr_t>(user)] = Allocation{size, static_cast<char*>(rw)};
-  return user;
+  return mapView(fd, size, fd);  // the fd stays open: peers open it for IPC
 }
 
 void EmulatedDevice::deviceFree(void* ptr) {
@@ -51,6 +58,7 @@ void EmulatedDevice::deviceFree(void* ptr) {
   if (it == allocations_.end()) return;
   munmap(ptr, it->second.bytes);
   munmap(it->second.rw, it->second.bytes);
+  if (it->second.fd >= 0) close(it->second.fd);
   allocations_.erase(it);
 }
 
@@ -193,8 +201,46 @@ loomResult_t EmulatedDevice::enqueueHostCall(void* stream, void (*fn)(void*), vo
   return loomSuccess;
 }
 
-loomResult_t EmulatedDevice::reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
-                                    loomRedOp_t op, int divisor) {
+namespace {
+struct EmulatedIpc {  // what an emulated IPC handle holds: unique per allocation, as CUDA's are
+  int32_t pid, fd;
+  uint64_t bytes, serial;
+};
+}  // namespace
+
+loomResult_t EmulatedDevice::ipcExport(const void* ptr, IpcHandle* handle) {
+  uintptr_t base = 0;
+  const Allocation* a = find(ptr, &base);
+  if (a == nullptr || a->fd < 0 || refuseIpc_) {
+    lastError_ = refuseIpc_ ? "IPC refused (as asked by the test)" : "ipcExport: not memory of this process's device";
+    return loomUnhandledCudaError;
+  }
+  EmulatedIpc h{static_cast<int32_t>(getpid()), a->fd, a->bytes, a->serial};
+  std::memset(handle->bytes, 0, sizeof handle->bytes);
+  std::memcpy(handle->bytes, &h, sizeof h);
+  handle->offset = reinterpret_cast<uintptr_t>(ptr) - base;
+  return loomSuccess;
+}
+
+loomResult_t EmulatedDevice::ipcOpen(const IpcHandle& handle, const void*, void** base) {
+  EmulatedIpc h;
+  std::memcpy(&h, handle.bytes, sizeof h);
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) {
+    lastError_ = "ipcOpen: " + path + ": " + std::strerror(errno);
+    return loomUnhandledCudaError;
+  }
+  *base = mapView(fd, h.bytes, -1);
+  close(fd);
+  ++ipcOpened_;
+  return loomSuccess;
+}
+
+void EmulatedDevice::ipcClose(void* base) { deviceFree(base); }
+
+loomResult_t EmulatedDevice::reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
+                                         loomRedOp_t op, int divisor) {
   const ReduceKernels& k = reduceKernels();
   if (op == loomAvg) k.sumDivide[type](view(dst), view(a), view(b), count, divisor);
   else k.reduce[type][op](view(dst), view(a), view(b), count);

@@ -7,6 +7,8 @@
 // - Streams: a thread each, running its work (kernels, markers, host calls) strictly in order.  A host
 //   call blocks its stream until it returns, as cudaLaunchHostFunc does.
 // - Copies (copyStart) and reductions run at once on the calling thread.
+// - IPC: a handle names the exporting process and its memfd; opening it maps the same memory here (through
+//   /proc/PID/fd), again unreadable by the host.  All emulated devices are one GPU ("emulated0").
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,8 @@ class EmulatedDevice final : public DeviceApi {
   void streamSynchronize(void* stream);
 
   int pinnedLive() const { return pinnedLive_.load(); }  // page-locked buffers not freed yet
+  int ipcOpened() const { return ipcOpened_.load(); }    // peers' allocations mapped so far
+  void refuseIpc(bool refuse) { refuseIpc_ = refuse; }  // as a runtime that cannot share this memory
 
   // DeviceApi
   const char* name() const override { return "emulated device"; }
@@ -54,15 +58,23 @@ class EmulatedDevice final : public DeviceApi {
   loomResult_t markerReady(void* marker, bool* ready) override;
   void markerFree(void* marker) override;
   loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) override;
-  loomResult_t reduce(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
-                      int divisor) override;
+  loomResult_t reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
+                           loomRedOp_t op, int divisor) override;
+  loomResult_t ipcExport(const void* ptr, IpcHandle* handle) override;
+  loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) override;
+  void ipcClose(void* base) override;
+  std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? "emulated0" : ""; }
+  bool reaches(const std::string& from, const std::string& to) override { return !from.empty() && from == to; }
   std::string lastErrorText() override { return lastError_; }
 
  private:
   struct Allocation {
     size_t bytes;
     char* rw;  // the emulator's readable view
+    int fd;    // the memfd (-1 for a peer's allocation mapped here)
+    uint64_t serial;  // fds are reused; allocations are not
   };
+  void* mapView(int fd, size_t bytes, int ownFd);
   struct Stream {
     std::mutex mutex;
     std::condition_variable cv;
@@ -81,6 +93,9 @@ class EmulatedDevice final : public DeviceApi {
   std::map<uintptr_t, Allocation> allocations_;  // by device base address
   std::set<Stream*> streams_;
   std::atomic<int> pinnedLive_{0};
+  std::atomic<int> ipcOpened_{0};
+  uint64_t serial_ = 0;  // under mutex_
+  std::atomic<bool> refuseIpc_{false};
   std::string lastError_;
 };
 

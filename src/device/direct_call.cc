@@ -9,6 +9,7 @@
 #include "core/datatypes.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "topo/cluster.h"
 #include "device/device_call.h"
 
 namespace loom {
@@ -33,6 +34,24 @@ loomResult_t hostCall(loomComm* comm, const CollArgs& a) {
 }
 loomResult_t allAgree(loomComm* comm, int32_t* flag) {
   return hostCall(comm, CollArgs{CollType::AllReduce, flag, flag, 1, loomInt32, loomMin, -1});
+}
+
+// LOOM_P2P_LEVEL: the two GPUs (by bus id) are at most that far apart in this host's model.  GPUs the
+// model does not know are left to the runtime's own answer.
+bool topologyAllows(const loomComm* comm, const std::string& a, const std::string& b) {
+  if (a == b || !comm->cluster) return true;
+  const TopoSystem& sys = comm->cluster->sys(comm->rank);
+  auto lower = [](std::string id) {
+    for (char& c : id) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    return id;
+  };
+  const int x = sys.findBusId(lower(a)), y = sys.findBusId(lower(b));
+  if (x < 0 || y < 0) return true;
+  const PathType path = sys.path(x, y).type;
+  if (path <= comm->topoPolicy.p2pLevel) return true;
+  LOOM_INFO(kColl, "device call: GPUs %s and %s are %s apart, beyond LOOM_P2P_LEVEL=%s: staged", a.c_str(), b.c_str(),
+            pathTypeName(path), pathTypeName(comm->topoPolicy.p2pLevel));
+  return false;
 }
 
 }  // namespace
@@ -96,7 +115,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
       recv[r] = reinterpret_cast<char*>(p.recvAddr);
       continue;
     }
-    if (!p.ok || !api->reaches(mine.busId, p.busId)) {
+    if (!p.ok || !api->reaches(mine.busId, p.busId) || !topologyAllows(comm, mine.busId, p.busId)) {
       ok = 0;
       break;
     }

@@ -1,5 +1,6 @@
 // The direct path of collectives on device buffers, for ranks on one host whose GPUs reach each other
-// (the same GPU: MPS or shared containers; peer-to-peer over NVLink or PCIe): every rank maps its peers'
+// (the same GPU: MPS or shared containers; peer-to-peer over NVLink or PCIe where the runtime allows it
+// and the GPUs are within LOOM_P2P_LEVEL of each other in the host's model): every rank maps its peers'
 // buffers (CUDA IPC) and reads them with device copies and reduction kernels, so the bytes never leave
 // the GPUs.  This is loom's cuda transport: it replaces the staged path (device/device_call.h) where the
 // hardware allows, and the staged path stays the fallback everywhere else.

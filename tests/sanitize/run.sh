@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the unit suites (core, algos, topo, transport) and the multi-process p2p and API suites with a
-# sanitizer and runs them, then a reduced matrix of the collectives: every collective and every allreduce
-# algorithm at 3 ranks, every type, op, count and placement (CTest sanitize_address and sanitize_thread;
-# 4-5 minutes each here).  UCX is left out: its libucm hooks madvise at thread exit, inside TSan's
+# Builds the unit suites (core, algos, topo, transport) and the multi-process p2p, API and device
+# (emulated GPU) suites with a sanitizer and runs them, then a reduced matrix of the collectives: every
+# collective and every allreduce algorithm at 3 ranks, every type, op, count and placement (CTest
+# sanitize_address and sanitize_thread; 4-8 minutes each here).  UCX is left out: its libucm hooks madvise at thread exit, inside TSan's
 # interceptors, and crash there.
 #   tests/sanitize/run.sh [address|thread] [BUILD_DIR]
 # address = AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on), thread = ThreadSanitizer.
@@ -26,7 +26,7 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DLOOM_WITH_CUDA=O
 # first of this test is the suites' own output.
 log=$build/build.log
 if ! ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" core_test algos_test topo_test transport_test p2p_test \
-    api_test collectives_test allreduce_test > "$log" 2>&1; then
+    api_test device_test collectives_test allreduce_test > "$log" 2>&1; then
   tail -n 60 "$log"; exit 1
 fi
 if [ "$kind" = address ]; then
@@ -49,7 +49,7 @@ suite() {  # suite NAME [gtest args...]: runs one suite, its output kept for the
     failed+=("$name")
   fi
 }
-for t in core_test algos_test topo_test transport_test p2p_test api_test; do suite $t; done
+for t in core_test algos_test topo_test transport_test p2p_test api_test device_test; do suite $t; done
 suite "collectives_test 3ranks" --gtest_filter='*3ranks'
 suite "allreduce_test 3ranks" --gtest_filter='Ranks/*3ranks:Forced/*3ranks'
 [ ${#failed[@]} -eq 0 ] && { echo "all suites passed ($kind)"; exit 0; }

@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <list>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "algos/float_convert.h"
 #include "core/datatypes.h"
@@ -207,18 +210,89 @@ double readElement(loomDataType_t type, const void* buf, size_t i) { return disp
 void writeElement(loomDataType_t type, void* buf, size_t i, double v) { dispatch<Write>(type, buf, i, v); }
 double inputValue(loomDataType_t type, loomRedOp_t op, int rank, size_t i) { return dispatch<Value>(type, op, rank, i); }
 
+namespace {
+
+// The matrices fill and check large buffers over and over with the same arguments (both placements of a
+// call; every op but prod shares its inputs), and generating inputs dominates their time.  Per thread, a
+// few recent large inputs are kept (a repeat becomes a copy), and so are the last results that checked
+// right: a result equal byte for byte to one verified for the same arguments is right too.
+constexpr size_t kMemoMinBytes = 1 << 20;
+constexpr size_t kMemoMaxBytes = 128 << 20;  // per cache, per thread
+
+struct Memo {
+  std::string key;
+  std::vector<char> bytes;
+};
+
+struct MemoCache {
+  std::list<Memo> entries;  // most recent first
+  size_t total = 0;
+  const Memo* find(const std::string& key) {
+    for (auto it = entries.begin(); it != entries.end(); ++it)
+      if (it->key == key) {
+        entries.splice(entries.begin(), entries, it);
+        return &entries.front();
+      }
+    return nullptr;
+  }
+  void put(const std::string& key, const void* data, size_t n) {
+    if (n > kMemoMaxBytes) return;
+    while (!entries.empty() && total + n > kMemoMaxBytes) {
+      total -= entries.back().bytes.size();
+      entries.pop_back();
+    }
+    const char* c = static_cast<const char*>(data);
+    entries.push_front(Memo{key, std::vector<char>(c, c + n)});
+    total += n;
+  }
+};
+
+thread_local MemoCache tlsInputs, tlsVerified;
+
+std::string memoKey(const char* what, std::initializer_list<uint64_t> parts) {
+  std::string k(what);
+  for (uint64_t p : parts) k += ":" + std::to_string(p);
+  return k;
+}
+
+// Returns the count of wrong elements, checking with `full` unless a verified equal result is known.
+template <typename Full>
+size_t checkMemo(const std::string& key, const void* got, size_t bytes, Full full) {
+  if (bytes < kMemoMinBytes) return full();
+  if (const Memo* m = tlsVerified.find(key))
+    if (std::memcmp(m->bytes.data(), got, bytes) == 0) return 0;
+  size_t wrong = full();
+  if (wrong == 0) tlsVerified.put(key, got, bytes);
+  return wrong;
+}
+
+}  // namespace
+
 void fillInput(loomDataType_t type, loomRedOp_t op, int rank, size_t count, void* buf) {
+  const size_t bytes = count * typeSize(type);
+  if (bytes < kMemoMinBytes) return static_cast<void>(dispatch<Fill>(type, op, rank, count, buf));
+  const std::string key = memoKey("in", {static_cast<uint64_t>(type), op == loomProd, static_cast<uint64_t>(rank), count});
+  if (const Memo* m = tlsInputs.find(key)) return static_cast<void>(std::memcpy(buf, m->bytes.data(), bytes));
   dispatch<Fill>(type, op, rank, count, buf);
+  tlsInputs.put(key, buf, bytes);
 }
 
 size_t countWrongCopied(loomDataType_t type, loomRedOp_t op, int srcRank, size_t firstIndex, size_t count,
                         const void* got, std::string* firstMismatch) {
-  return dispatch<Copied>(type, op, srcRank, firstIndex, count, got, firstMismatch);
+  const std::string key = memoKey("copied", {static_cast<uint64_t>(type), op == loomProd,
+                                             static_cast<uint64_t>(srcRank), firstIndex, count});
+  return checkMemo(key, got, count * typeSize(type), [&] {
+    return dispatch<Copied>(type, op, srcRank, firstIndex, count, got, firstMismatch);
+  });
 }
 
 size_t countWrongReduced(loomDataType_t type, loomRedOp_t op, int nranks, size_t firstIndex, size_t count,
                          const void* got, std::string* firstMismatch) {
-  return dispatch<Reduced>(type, op, nranks, firstIndex, count, got, firstMismatch);
+  const std::string key = memoKey("reduced", {static_cast<uint64_t>(type), static_cast<uint64_t>(op),
+                                              static_cast<uint64_t>(nranks), firstIndex, count});
+  return checkMemo(key, got, count * typeSize(type), [&] {
+    return dispatch<Reduced>(type, op, nranks, firstIndex, count, got, firstMismatch);
+  });
 }
 
 }  // namespace loom::testing

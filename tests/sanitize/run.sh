@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the unit suites (core, algos, topo, transport) and the multi-process p2p, API and device
-# (emulated GPU) suites with a sanitizer and runs them, then a reduced matrix of the collectives: every
-# collective and every allreduce algorithm at 3 ranks, every type, op, count and placement (CTest
-# sanitize_address and sanitize_thread; 4-8 minutes each here).  UCX is left out: its libucm hooks madvise at thread exit, inside TSan's
+# Builds the unit suites (core, transport) and the multi-process p2p, API and device (emulated GPU)
+# suites with a sanitizer and runs them; under AddressSanitizer also the kernel and topology suites and a
+# reduced matrix of the collectives: every collective and every allreduce algorithm at 3 ranks, every
+# type, op, count and placement (CTest sanitize_address and sanitize_thread; 4-8 minutes each here).  UCX is left out: its libucm hooks madvise at thread exit, inside TSan's
 # interceptors, and crash there.
 #   tests/sanitize/run.sh [address|thread] [BUILD_DIR]
 # address = AddressSanitizer + UndefinedBehaviorSanitizer (leak checking on), thread = ThreadSanitizer.
@@ -26,8 +26,11 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DLOOM_WITH_CUDA=O
 # The build's output is kept out of the way (shown only when it fails), so that what a CI log shows
 # first of this test is the suites' own output.
 log=$build/build.log
-suites=(core_test transport_test p2p_test api_test device_test collectives_test allreduce_test)
-[ "$kind" = address ] && suites+=(algos_test topo_test)
+# ThreadSanitizer looks at the suites where threads of one process share data (the bootstrap, the
+# transports' I/O threads, streams and progress engines, loomCommInitAll, the device paths); the kernel,
+# topology and 3-rank matrix suites run one thread per process and are AddressSanitizer's alone.
+suites=(core_test transport_test p2p_test api_test device_test)
+[ "$kind" = address ] && suites+=(algos_test topo_test collectives_test allreduce_test)
 if ! ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" "${suites[@]}" > "$log" 2>&1; then
   tail -n 60 "$log"; exit 1
 fi
@@ -51,12 +54,13 @@ suite() {  # suite NAME [gtest args...]: runs one suite, its output kept for the
     failed+=("$name")
   fi
 }
-# The topology and kernel suites run on one thread: ThreadSanitizer has nothing to look at there.
-single_threaded=(algos_test topo_test)
-[ "$kind" = thread ] && single_threaded=()
-for t in core_test "${single_threaded[@]}" transport_test p2p_test api_test device_test; do suite $t; done
-suite "collectives_test 3ranks" --gtest_filter='*3ranks'
-suite "allreduce_test 3ranks" --gtest_filter='Ranks/*3ranks:Forced/*3ranks'
+for t in core_test transport_test p2p_test api_test device_test; do suite $t; done
+if [ "$kind" = address ]; then
+  suite algos_test
+  suite topo_test
+  suite "collectives_test 3ranks" --gtest_filter='*3ranks'
+  suite "allreduce_test 3ranks" --gtest_filter='Ranks/*3ranks:Forced/*3ranks'
+fi
 [ ${#failed[@]} -eq 0 ] && { echo "all suites passed ($kind)"; exit 0; }
 # Repeated at the end, where a truncated log still shows it: which suites failed, and their failures.
 for name in "${failed[@]}"; do

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "device/device_api.h"
-#include "device/kernels.h"
+#include "algos/device_kernels.h"
 
 namespace loom {
 

@@ -1,8 +1,9 @@
 // Every call loom makes into a GPU runtime goes through this interface, so that the stream-ordered path
 // of device buffers (device/device_call.h) runs in tests against an emulated device on machines without
 // a GPU (tests/device/emulated_device.h), the way the ib transport runs against an emulated verbs device.
-// The real implementation (device/cuda_api.cc) calls the CUDA runtime and the kernels of device/kernels.cu;
-// it exists in CUDA builds only and is installed at first use when the process sees a GPU.
+// The real implementation (device/cuda_api.cc) calls the CUDA runtime and the kernels of
+// algos/device_kernels.cu; it exists in CUDA builds only and is installed at first use when the
+// process sees a GPU.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +43,7 @@ class DeviceApi {
   // work wait until fn returns.  fn must not call into the runtime.
   virtual loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) = 0;
 
-  // Starts dst = a op b element-wise on the device (the kernels of device/kernels.cu) on the same
+  // Starts dst = a op b element-wise on the device (the kernels of algos/device_kernels.cu) on the same
   // stream as copyStart's to dst's device, so copies and reductions into one buffer run in the order
   // started; copyDone() waits for both.  loomAvg is (a + b) / divisor.
   virtual loomResult_t reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/datatypes.h"
-#include "device/kernels.h"
+#include "algos/device_kernels.h"
 #include "loom.h"
 #include "tests/common/reference.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "device/kernels.h"
+#include "algos/device_kernels.h"
 
 namespace loom {
 

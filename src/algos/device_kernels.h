@@ -1,5 +1,5 @@
-// The device kernels (device/kernels.cu), callable from host C++ without CUDA headers: streams travel as
-// void* (a cudaStream_t) and results as the CUDA error number (0 = success).
+// The GPU twins of reduce_kernels.h (algos/device_kernels.cu), callable from host C++ without CUDA
+// headers: streams travel as void* (a cudaStream_t), results as the CUDA error number (0 = success).
 #pragma once
 
 #include <cstddef>

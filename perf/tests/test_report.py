@@ -56,6 +56,17 @@ def test_unwritable_json_is_an_error_not_a_crash(tmp_path):
     assert "cannot create" in out.stderr and "No such file or directory" in out.stderr
 
 
+def test_device_memory_without_a_gpu_is_refused_with_the_reason():
+    """--memory device on a machine without a GPU (or a build without CUDA): exit 2 and say why."""
+    out = mpirun(2, os.path.join(BUILD, "perf", "all_reduce_perf"), "-b", "1M", "-e", "1M", "--memory", "device")
+    if "no GPU visible" not in out.stderr and "no CUDA" not in out.stderr and out.returncode == 0:
+        pytest.skip("this machine has a GPU: tests/gpu/run.sh covers --memory device")
+    assert out.returncode != 0
+    assert "--memory device:" in out.stderr and ("no GPU visible" in out.stderr or "no CUDA" in out.stderr), out.stderr
+    bad = mpirun(2, os.path.join(BUILD, "perf", "all_reduce_perf"), "--memory", "gpu")
+    assert bad.returncode != 0 and "invalid memory 'gpu'" in bad.stderr
+
+
 def test_report_pipeline_quick(tmp_path):
     out = subprocess.run([sys.executable, os.path.join(PERF, "report.py"), "--build", BUILD, "--quick", "--configs",
                           "shm2", "--repeats", "1", "--out", str(tmp_path)], capture_output=True, text=True,

@@ -51,24 +51,31 @@ void waitForOp(void* arg) {
   wait->op->wait();
 }
 
-}  // namespace
-
-// A copy of many megabytes takes milliseconds: sleeping between looks (not spinning) leaves the cores
-// to the ranks.
-loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what) {
+// Asks `poll` (device work done?) until it says yes, sleeping between looks: device work takes micro- to
+// milliseconds, and spinning would take a core from the ranks.  Bounded by the communicator's timeout and
+// abort flag.
+template <typename Poll>
+loomResult_t pollDevice(loomComm* comm, DeviceApi* api, const char* what, Poll poll) {
   const WaitContext ctx = comm->waitContext(what);
   const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
   for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
     bool done = false;
-    if (api->copyDone(&done) != loomSuccess)
-      return setError(loomUnhandledCudaError, "%s: device work failed (%s): %s", what, api->name(),
-                      api->lastErrorText().c_str());
+    if (poll(&done) != loomSuccess)
+      return setError(loomUnhandledCudaError, "%s: failed (%s): %s", what, api->name(), api->lastErrorText().c_str());
     if (done) return loomSuccess;
     std::string message;
     loomResult_t code = checkWait(ctx, deadline, &message);
-    if (code != loomSuccess) return setError(code, "%s: the device work did not finish: %s", what, message.c_str());
+    if (code == loomTimeout)
+      return setError(code, "%s: not done within LOOM_TIMEOUT (%g s)", what, ctx.timeoutSec);
+    if (code != loomSuccess) return setError(code, "%s", message.c_str());
     std::this_thread::sleep_for(std::chrono::microseconds(pause));
   }
+}
+
+}  // namespace
+
+loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what) {
+  return pollDevice(comm, api, what, [api](bool* done) { return api->copyDone(done); });
 }
 
 bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
@@ -162,20 +169,8 @@ loomResult_t enqueueOnDeviceStream(DeviceApi* api, void* stream, DeviceStreamWor
     // Each op first waits for the marker: the stream's earlier work (the kernels that wrote our inputs).
     ops.push_back(std::make_shared<AsyncOp>(
         [comm = comm, api, marker, run = std::move(run)]() -> loomResult_t {
-          const WaitContext ctx = comm->waitContext("waiting for the device stream to reach the call");
-          const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
-          for (int pause = 2;; pause = std::min(pause * 2, 1000)) {
-            bool ready = false;
-            if (api->markerReady(marker->handle, &ready) != loomSuccess)
-              return comm->fail(setError(loomUnhandledCudaError, "waiting for the device stream failed (%s): %s",
-                                         api->name(), api->lastErrorText().c_str()));
-            if (ready) break;
-            std::string message;
-            loomResult_t code = checkWait(ctx, deadline, &message);
-            if (code != loomSuccess)
-              return comm->fail(setError(code, "the device stream did not reach the call: %s", message.c_str()));
-            std::this_thread::sleep_for(std::chrono::microseconds(pause));
-          }
+          LOOM_CHECK(comm->fail(pollDevice(comm, api, "waiting for the device stream's earlier work",
+                                            [&](bool* ready) { return api->markerReady(marker->handle, ready); })));
           return run();
         },
         std::vector<std::shared_ptr<AsyncOp>>{}));

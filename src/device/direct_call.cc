@@ -83,6 +83,13 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   const CallExtents e = callExtents(args, n, me);
   const size_t es = typeSize(args.type), count = args.count;
 
+  // The protocol's own host collectives name the user's call when they fail.
+  auto step = [&](loomResult_t r, const char* what) {
+    if (r == loomSuccess) return r;
+    const std::string inner = lastError();
+    return setError(r, "%s on device buffers (direct path, %s): %s", collName(args.coll), what, inner.c_str());
+  };
+
   // (1) Tell every rank where this rank's buffers are.
   std::vector<DirectInfo> infos(n);
   DirectInfo& mine = infos[me];
@@ -101,7 +108,9 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
             exportOne(args.recvbuff, e.recvBytes, &mine.recv, &mine.hasRecv);
   std::snprintf(mine.busId, sizeof mine.busId, "%s", api->busIdOf(local).c_str());
   DirectInfo copy = mine;
-  LOOM_CHECK(hostCall(comm, CollArgs{CollType::AllGather, &copy, infos.data(), sizeof(DirectInfo), loomUint8, loomSum, -1}));
+  LOOM_CHECK(step(hostCall(comm, CollArgs{CollType::AllGather, &copy, infos.data(), sizeof(DirectInfo), loomUint8,
+                                          loomSum, -1}),
+                  "exchanging buffer handles"));
 
   // (2) Map the peers' buffers, where this rank's GPU reaches theirs.
   std::vector<const char*> send(n, nullptr);
@@ -129,7 +138,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   if (!ok) LOOM_INFO(kColl, "device call: the direct path is not possible here (%s)", api->lastErrorText().c_str());
 
   // (3) All or none.
-  LOOM_CHECK(allAgree(comm, &ok));
+  LOOM_CHECK(step(allAgree(comm, &ok), "agreeing on the path"));
   if (!ok) {
     *staged = true;
     return loomSuccess;
@@ -170,7 +179,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
       LOOM_CHECK(waitDeviceWork(comm, api, what));
       {
         int32_t done = 1;
-        LOOM_CHECK(allAgree(comm, &done));  // every block is reduced
+        LOOM_CHECK(step(allAgree(comm, &done), "waiting for every rank's block"));
       }
       for (int r = 0; r < n && started; ++r)
         if (r != me) started = copyStart(recv[me] + block(r) * es, recv[r] + block(r) * es, (block(r + 1) - block(r)) * es);
@@ -198,7 +207,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   LOOM_CHECK(waitDeviceWork(comm, api, what));
   // (5) No rank returns while another may still read its buffers.
   int32_t done = 1;
-  return allAgree(comm, &done);
+  return step(allAgree(comm, &done), "waiting for every rank to finish reading");
 }
 
 }  // namespace loom

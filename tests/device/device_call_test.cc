@@ -300,6 +300,11 @@ TEST(DeviceEmulated, PeerThatNeverCallsReleasesTheStreamWithAnError) {
     loomResult_t async = loomSuccess;
     EXPECT_EQ(loomCommGetAsyncError(comm, &async), loomSuccess);
     EXPECT_NE(async, loomSuccess);
+    // The next call reports the failure, naming the call that failed and the silent rank.
+    EXPECT_NE(loomAllReduce(buf.ptr, buf.ptr, 1024, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+    const std::string message = loomGetLastError(comm);
+    EXPECT_NE(message.find("allreduce on device buffers"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
     dev.streamDestroy(s);
   }, 60, /*commTimeoutSec=*/1);
 }

@@ -20,7 +20,7 @@ namespace {
 struct DirectInfo {
   int32_t ok;  // its buffers are device memory it could export
   int32_t pid;
-  uint64_t hostHash;
+  uint64_t hostHash, pidNamespace;  // with pid: the same process?
   uint64_t sendAddr, recvAddr;  // for ranks of the same process, which cannot open each other's handles
   char busId[32];
   DeviceApi::IpcHandle send, recv;
@@ -96,6 +96,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   mine.ok = 1;
   mine.pid = comm->peers[me].pid;
   mine.hostHash = comm->peers[me].hostHash;
+  mine.pidNamespace = comm->peers[me].pidNamespace;
   mine.sendAddr = reinterpret_cast<uintptr_t>(args.sendbuff);
   mine.recvAddr = reinterpret_cast<uintptr_t>(args.recvbuff);
   const void* local = e.recvBytes > 0 ? args.recvbuff : args.sendbuff;  // a buffer on this rank's GPU
@@ -119,14 +120,14 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   if (!comm->devicePeers) comm->devicePeers = std::make_unique<DevicePeers>(api);
   for (int r = 0; r < n && ok; ++r) {
     const DirectInfo& p = infos[r];
-    if (r == me || (p.pid == mine.pid && p.hostHash == mine.hostHash)) {  // this process: plain addresses
-      send[r] = reinterpret_cast<const char*>(p.sendAddr);
-      recv[r] = reinterpret_cast<char*>(p.recvAddr);
-      continue;
-    }
-    if (!p.ok || !api->reaches(mine.busId, p.busId) || !topologyAllows(comm, mine.busId, p.busId)) {
+    if (r != me && (!p.ok || !api->reaches(mine.busId, p.busId) || !topologyAllows(comm, mine.busId, p.busId))) {
       ok = 0;
       break;
+    }
+    if (r == me || (p.pid == mine.pid && p.hostHash == mine.hostHash && p.pidNamespace == mine.pidNamespace)) {
+      send[r] = reinterpret_cast<const char*>(p.sendAddr);  // this process: plain addresses
+      recv[r] = reinterpret_cast<char*>(p.recvAddr);
+      continue;
     }
     void* at = nullptr;
     if (p.hasSend && comm->devicePeers->map(p.send, local, &at) != loomSuccess) ok = 0;

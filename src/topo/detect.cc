@@ -201,14 +201,14 @@ loomResult_t detectHost(std::unique_ptr<XmlNode>* out) {
   return loomSuccess;
 }
 
-namespace {
-
 XmlNode* findByBusId(XmlNode* n, const std::string& busId) {
   if (n->name == "pci" && n->attrOr("busid", "") == busId) return n;
   for (auto& c : n->children)
     if (XmlNode* f = findByBusId(c.get(), busId)) return f;
   return nullptr;
 }
+
+namespace {
 
 void mergeInto(XmlNode* file, const XmlNode& det, XmlNode* fileCpu) {
   for (const auto& c : det.children) {

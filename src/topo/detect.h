@@ -22,6 +22,9 @@ void mergeTopology(XmlNode* file, const XmlNode& detected);
 // set, dumped to LOOM_TOPO_DUMP_FILE when set.  Computed once per process.
 loomResult_t localTopology(std::shared_ptr<const TopoSystem>* out);
 
+// The <pci> element of `busId` (dddd:bb:dd.f, lower case) under n, or nullptr.
+XmlNode* findByBusId(XmlNode* n, const std::string& busId);
+
 // The NUMA node this process runs on (its CPU binding, else where it runs now); -1 if unknown.
 int currentNumaNode();
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/log.h"
+#include "topo/detect.h"
 
 namespace loom {
 
@@ -146,22 +147,11 @@ std::vector<DetectedGpu> probeGpusWithNvml(std::string* why) {
   return gpus;
 }
 
-namespace {
-
-XmlNode* findPci(XmlNode* x, const std::string& busId) {
-  if (x->name == "pci" && x->attrOr("busid", "") == busId) return x;
-  for (auto& c : x->children)
-    if (XmlNode* found = findPci(c.get(), busId)) return found;
-  return nullptr;
-}
-
-}  // namespace
-
 void addGpus(XmlNode* system, const std::vector<DetectedGpu>& gpus) {
   std::map<std::string, bool> seen;  // GPUs NVML shows (a container may hide some of their NVLink peers)
   for (const DetectedGpu& g : gpus) seen[g.busId] = true;
   for (const DetectedGpu& g : gpus) {
-    XmlNode* pci = findPci(system, g.busId);
+    XmlNode* pci = findByBusId(system, g.busId);
     if (pci == nullptr) {
       XmlNode* cpu = nullptr;
       for (auto& c : system->children)

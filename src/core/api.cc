@@ -85,15 +85,6 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
-// One call, start to end, on this thread: the algorithm, then the flush that hands its data over.
-loomResult_t runCall(loomComm* comm, const CollArgs& args) {
-  if (comm->error != loomSuccess)  // failed while this call waited on a stream
-    return setError(comm->error, "%s: the communicator failed earlier: %s", collName(args.coll),
-                    comm->errorMessage.c_str());
-  LOOM_CHECK(comm->fail(runCollective(comm, args)));
-  return comm->fail(comm->flushSends());
-}
-
 // The checks every collective shares, then the call itself.  Buffer sizes and the in-place layouts
 // follow NCCL (callExtents); a buffer a rank does not use may be NULL.
 loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, const CollArgs& args) {

@@ -114,6 +114,14 @@ loomResult_t runCollective(loomComm* comm, const CollArgs& args) {
   return runAlgorithm(comm, onScaled);
 }
 
+loomResult_t runCall(loomComm* comm, const CollArgs& args) {
+  if (comm->error != loomSuccess)  // failed while this call waited on a stream
+    return setError(comm->error, "%s: the communicator failed earlier: %s", collName(args.coll),
+                    comm->errorMessage.c_str());
+  LOOM_CHECK(comm->fail(runCollective(comm, args)));
+  return comm->fail(comm->flushSends());
+}
+
 DeferredCall::DeferredCall(const loomComm* c, const CollArgs& a) : comm(const_cast<loomComm*>(c)), args(a) {
   if (const loomComm::UserOp* u = c->userOp(a.op, a.type)) op = std::make_shared<const loomComm::UserOp>(*u);
 }

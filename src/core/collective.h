@@ -62,5 +62,8 @@ CallExtents callExtents(const CollArgs& args, int nranks, int rank);
 
 // Runs the collective to completion on the calling thread.
 loomResult_t runCollective(loomComm* comm, const CollArgs& args);
+// One call, start to end, on this thread: the algorithm, then the flush that hands its data over; a
+// failure breaks the communicator, and a communicator that failed earlier runs nothing.
+loomResult_t runCall(loomComm* comm, const CollArgs& args);
 
 }  // namespace loom

@@ -27,11 +27,13 @@ struct DirectInfo {
   int32_t hasSend, hasRecv;
 };
 
-// The host collectives of the protocol, on the communicator's own connections.
+// The protocol's host collectives, on the communicator's own connections.  Unlike runCall they leave
+// recording a failure to the caller, whose message names the user's call rather than this step.
 loomResult_t hostCall(loomComm* comm, const CollArgs& a) {
   LOOM_CHECK(runCollective(comm, a));
   return comm->flushSends();
 }
+// The minimum of every rank's flag.
 loomResult_t allAgree(loomComm* comm, int32_t* flag) {
   return hostCall(comm, CollArgs{CollType::AllReduce, flag, flag, 1, loomInt32, loomMin, -1});
 }

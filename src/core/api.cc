@@ -15,7 +15,6 @@
 #include "core/stream.h"
 #include "device/device_api.h"
 #include "device/device_call.h"
-#include "device/direct_call.h"
 
 using namespace loom;
 
@@ -119,19 +118,7 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   }
   DeferredCall later(comm, args);
   std::function<loomResult_t()> run = [later] { return runCall(later.comm, later.resolved()); };
-  if (device) {
-    // Device buffers or a device stream: read from the peers' GPUs where every pair allows it
-    // (device/direct_call.h), else staged through host memory (device/device_call.h).
-    run = [later, dev] {
-      loomComm* c = later.comm;
-      const CollArgs a = later.resolved();
-      if (c->error != loomSuccess) return runCall(c, a);  // reports the earlier failure
-      bool staged = true;
-      if (directCandidate(c, a)) LOOM_CHECK(c->fail(runDirect(c, dev, a, &staged)));
-      if (!staged) return loomSuccess;
-      return c->fail(runStaged(c, dev, {a}, [c](const std::vector<CollArgs>& onHost) { return runCall(c, onHost[0]); }));
-    };
-  }
+  if (device) run = [later, dev] { return runDeviceCall(later.comm, dev, later.resolved()); };
   if (deviceStream != nullptr) return enqueueOnDeviceStream(dev, deviceStream, {{comm, std::move(run)}});
   if (onStream != nullptr) {
     auto op = std::make_shared<AsyncOp>(std::move(run), onStream->tail());

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/wait.h"
 #include "device/device_api.h"
+#include "device/direct_call.h"
 
 namespace loom {
 
@@ -156,6 +157,16 @@ loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArg
   LOOM_CHECK(copyAll(comm, api, in, "copying device inputs to the host"));
   LOOM_CHECK(run(onHost));
   return copyAll(comm, api, out, "copying results to the device");
+}
+
+loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args) {
+  if (comm->error != loomSuccess) return runCall(comm, args);  // reports the earlier failure
+  bool staged = true;
+  if (directCandidate(comm, args)) LOOM_CHECK(comm->fail(runDirect(comm, api, args, &staged)));
+  if (!staged) return loomSuccess;
+  return comm->fail(runStaged(comm, api, {args}, [comm](const std::vector<CollArgs>& onHost) {
+    return runCall(comm, onHost[0]);
+  }));
 }
 
 loomResult_t enqueueOnDeviceStream(DeviceApi* api, void* stream, DeviceStreamWork work) {

@@ -54,6 +54,10 @@ loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what);
 using CallsRunner = std::function<loomResult_t(const std::vector<CollArgs>&)>;
 loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArgs>& calls, const CallsRunner& run);
 
+// One call with device buffers (or on a device stream), start to end: read from the peers' GPUs where
+// every pair allows it (device/direct_call.h), else staged through host memory.
+loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args);
+
 // Queues each run on its communicator's progress engine so that all start once device stream `stream`
 // has reached this point (one marker for all: a group's shares on several communicators of this process
 // must run together), and makes the stream wait until every one has ended (done, failed or cancelled;

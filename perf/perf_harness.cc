@@ -357,14 +357,14 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
     o.ops = p;
   }
   if (!test.usesOp) o.ops = {loomSum};
-  // With --memory device each rank takes the GPU of its rank on this host (modulo the GPUs there).
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
-  int localRank = 0;
-  MPI_Comm_rank(local, &localRank);
-  MPI_Comm_free(&local);
   void* stream = nullptr;
-  if (o.deviceMemory) {
+  if (o.deviceMemory) {  // every rank has the same options: the split below is collective on all or none
+    // Each rank takes the GPU of its rank on this host (modulo the GPUs there).
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+    int localRank = 0;
+    MPI_Comm_rank(local, &localRank);
+    MPI_Comm_free(&local);
     std::string why;
     if (o.mpiBackend || !deviceAvailable(localRank, &why) || (stream = streamCreate()) == nullptr) {
       if (rank == 0)

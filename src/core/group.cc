@@ -91,15 +91,7 @@ loomResult_t groupEnd() {
     if (!pins.back()->ok())
       return setError(loomInvalidUsage, "loomGroupEnd: a communicator of the group was destroyed first");
   }
-  // Per communicator: whether its share must be staged (device buffers, or on a device stream).
   DeviceApi* dev = deviceApi();
-  std::map<loomComm*, bool> staged;
-  for (loomComm* comm : order) {
-    bool any = deviceStream != nullptr;
-    for (const DeferredCall& q : byComm[comm])
-      any = any || (dev != nullptr && touchesDevice(dev, q.resolved(), comm->nranks, comm->rank));
-    staged[comm] = any;
-  }
   if (deviceStream != nullptr) {
     // One operation per communicator, all starting when the device stream reaches the group.
     DeviceStreamWork work;
@@ -108,6 +100,14 @@ loomResult_t groupEnd() {
       work.emplace_back(comm, [comm, calls, dev] { return runForComm(comm, calls, dev, true); });
     }
     return enqueueOnDeviceStream(dev, deviceStream, std::move(work));
+  }
+  // Per communicator: whether its share touches device buffers, and so must be staged.
+  std::map<loomComm*, bool> staged;
+  for (loomComm* comm : order) {
+    bool any = false;
+    for (const DeferredCall& q : byComm[comm])
+      any = any || (dev != nullptr && touchesDevice(dev, q.resolved(), comm->nranks, comm->rank));
+    staged[comm] = any;
   }
   if (stream != nullptr) {
     // One operation per communicator, all after the stream's previous work and none after another,

@@ -542,7 +542,12 @@ class IbRecvWire : public RecvWire {
         token_(token),
         timeoutSec_(timeoutSec),
         arrived_(conn_->nslots(), 0) {}
-  ~IbRecvWire() override { closeSocket(&listenFd_); }
+  ~IbRecvWire() override {
+    // An open that failed half-way leaves the connection ids with the listener: the queue pairs made on
+    // them must go first (members would be destroyed the other way round).
+    conn_.reset();
+    closeSocket(&listenFd_);
+  }
   void* slotMemory(size_t index) override { return conn_->slot(index) + kHeaderBytes; }
   bool open(const std::atomic<bool>& stop, std::string* why) override {
     return cmListener_ != nullptr ? openByRdmaCm(stop, why) : openByExchange(stop, why);

@@ -63,7 +63,14 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;
   const int64_t directMin = params().SHM_DIRECT_MIN;
   WaitContext ctx = comm->waitContext(what);
-  Backoff backoff(ctx);
+  // Polling many queues: spin only if no I/O thread of ours has to run for them to move.
+  Producer producer = Producer::kPeer;
+  for (int peer : peers) {
+    const Connection& c = comm->connection(peer, 0);
+    if (c.send->producer() == Producer::kOwnThread || c.recv->producer() == Producer::kOwnThread)
+      producer = Producer::kOwnThread;
+  }
+  Backoff backoff(ctx, producer);
 
   while (!out.empty() || !in.empty()) {
     bool moved = false;

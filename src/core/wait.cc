@@ -22,9 +22,10 @@ void setLocalRanksPerCore(int localRanks) {
   }
 }
 
-int spinMicroseconds() {
+int spinMicroseconds(Producer producer) {
   int64_t p = params().SPIN_US;
   if (p >= 0) return static_cast<int>(p);
+  if (producer == Producer::kOwnThread) return 0;
   static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   // With more ranks than cores a spinning waiter steals the very core its peer needs to answer.
   return gLocalRanks.load(std::memory_order_relaxed) > cores ? 0 : 50;
@@ -49,11 +50,11 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
 loomResult_t Backoff::idle() {
   if (pending_ != loomSuccess) return failWait(ctx_, pending_, pendingWhy_);
   auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
-  if (idleUs < spinMicroseconds()) {
+  if (idleUs < spinUs_) {
     for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
     return loomSuccess;
   }
-  if (idleUs < spinMicroseconds() + yieldMicroseconds()) {
+  if (idleUs < spinUs_ + yieldMicroseconds()) {
     yieldCore();
     return loomSuccess;
   }

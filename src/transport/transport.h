@@ -52,6 +52,9 @@ class SendQueue {
   // it, the data survives this process exiting.  Shared memory has nothing to wait for.
   virtual loomResult_t flush(const WaitContext& ctx) { return loomSuccess; }
   virtual bool needsFlush() const { return false; }
+  // Who moves the data: the peer rank itself (shm), or a thread of this process (network queues), which
+  // a waiter must leave a core to (core/wait.h).
+  virtual Producer producer() const { return Producer::kPeer; }
   // True once the receiving end went away (its rank destroyed or aborted the communicator); transports
   // that see this as a closed connection anyway leave it false.  Read by the waits' liveness probe.
   virtual bool peerClosed() const { return false; }
@@ -72,6 +75,7 @@ class RecvQueue {
   // if so, copies its `bytes` from the sender's memory to dst.
   // True once the sending end went away (see SendQueue::peerClosed).
   virtual bool peerClosed() const { return false; }
+  virtual Producer producer() const { return Producer::kPeer; }  // as SendQueue::producer
   virtual bool isDirect() const { return false; }
   virtual loomResult_t readDirect(void* dst) { return loomInternalError; }
 };

@@ -125,7 +125,7 @@ bool StagedSendQueue::hasFree() const {
 
 loomResult_t StagedSendQueue::acquire(void** slot, const WaitContext& ctx) {
   StagedRing& r = *ring_;
-  LOOM_CHECK(waitUntil([&] { return hasFree() || r.failed.load(); }, &r.consumed, &r.rankSleeping, ctx));
+  LOOM_CHECK(waitUntil([&] { return hasFree() || r.failed.load(); }, &r.consumed, &r.rankSleeping, ctx, producer()));
   if (!hasFree()) return netFailure(ctx, peer_, "send to", r.why());
   *slot = r.slots[posted_ % r.size()];
   return loomSuccess;
@@ -148,7 +148,7 @@ void StagedSendQueue::post(size_t bytes, uint64_t signature) {
 loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
   StagedRing& r = *ring_;
   LOOM_CHECK(waitUntil([&] { return r.consumed.load() == posted_ || r.failed.load(); }, &r.consumed,
-                       &r.rankSleeping, ctx));
+                       &r.rankSleeping, ctx, producer()));
   if (r.consumed.load() != posted_)
     return netFailure(ctx, peer_, "send to", r.why());
   return loomSuccess;
@@ -216,7 +216,7 @@ void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature
 
 loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
   StagedRing& r = *ring_;
-  LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx));
+  LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx, producer()));
   if (!ready())
     return netFailure(ctx, peer_, "receive from", r.why());
   take(data, bytes, signature);

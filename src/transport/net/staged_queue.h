@@ -92,6 +92,7 @@ class StagedSendQueue : public SendQueue {
   bool tryAcquire(void** slot) override;
   void post(size_t bytes, uint64_t signature) override;
   bool needsFlush() const override { return true; }
+  Producer producer() const override { return Producer::kOwnThread; }
   loomResult_t flush(const WaitContext& ctx) override;
 
  private:
@@ -113,6 +114,7 @@ class StagedRecvQueue : public RecvQueue {
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override;
   bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override;
   void release() override;
+  Producer producer() const override { return Producer::kOwnThread; }
 
  private:
   bool ready() const;

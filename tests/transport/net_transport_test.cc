@@ -127,6 +127,21 @@ TEST_P(NetTransport, FramesArriveWholeAndInOrderAcrossWrapAround) {
   producer.join();
 }
 
+// A connection nobody uses yet costs no CPU: its threads sleep, and no library thread spins on data
+// left unread.  (UCX once left its wire-up reply unread on a send queue that had sent nothing, and its
+// async thread spun on the readable socket: a core's worth of CPU per idle queue.)
+TEST_P(NetTransport, AnIdleConnectionCostsNoCpu) {
+  auto cpuSeconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connection setup settles
+  const double before = cpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(cpuSeconds() - before, 0.15) << "CPU seconds used in one idle second";
+}
+
 TEST_P(NetTransport, FlushMeansTheDataSurvivesTheSender) {
   // Known gap, tracked in issue 6: a UCX receiver whose sender closed right after its flush sometimes
   // gets "connection reset" instead of the flushed data (3 in 20 runs under load).  Communicators are

@@ -158,6 +158,11 @@ void StagedSendQueue::run() {
   StagedRing& r = *ring_;
   uint32_t sent = 0;
   std::vector<Frame> frames;
+  std::string why;
+  if (!wire_->open(r.stop, &why)) {
+    if (!r.stop.load()) r.fail("connection lost: " + why);
+    return;
+  }
   for (;;) {
     if (!r.threadWait(&r.produced, [&] { return r.produced.load() != sent; })) return;
     // Everything posted so far goes to the wire at once: one system call (or one doorbell) for many slots.
@@ -167,7 +172,6 @@ void StagedSendQueue::run() {
       const size_t i = (sent + k) % r.size();
       frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i], i});
     }
-    std::string why;
     if (!wire_->send(frames.data(), frames.size(), r.stop, &why)) {
       if (!r.stop.load()) r.fail("connection lost: " + why);
       return;

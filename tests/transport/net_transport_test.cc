@@ -143,10 +143,8 @@ TEST_P(NetTransport, AnIdleConnectionCostsNoCpu) {
 }
 
 TEST_P(NetTransport, FlushMeansTheDataSurvivesTheSender) {
-  // Known gap, tracked in issue 6: a UCX receiver whose sender closed right after its flush sometimes
-  // gets "connection reset" instead of the flushed data (3 in 20 runs under load).  Communicators are
-  // not affected: loomCommDestroy meets every rank before any endpoint closes.
-  if (std::string(GetParam().transport) == "ucx") GTEST_SKIP() << "UCX loses data flushed just before its sender closes";
+  // UCX drops what its receiver has not read when the sender's endpoint closes; the ucx wire's goodbye
+  // handshake is what makes this hold there (without it: 282 of 300 runs under load kept the data).
   void* p;
   ASSERT_EQ(send_->acquire(&p, quick(10)), loomSuccess);
   std::memcpy(p, "last words", 10);

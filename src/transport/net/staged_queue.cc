@@ -159,12 +159,11 @@ void StagedSendQueue::run() {
   uint32_t sent = 0;
   std::vector<Frame> frames;
   std::string why;
-  if (!wire_->open(r.stop, &why)) {
-    if (!r.stop.load()) r.fail("connection lost: " + why);
-    return;
-  }
   for (;;) {
-    if (!r.threadWait(&r.produced, [&] { return r.produced.load() != sent; })) return;
+    if (!r.threadWait(&r.produced, [&] { return r.produced.load() != sent; })) {
+      if (!r.failed.load() && r.produced.load() == sent) wire_->finish();
+      return;
+    }
     // Everything posted so far goes to the wire at once: one system call (or one doorbell) for many slots.
     const uint32_t batch = r.produced.load() - sent;
     frames.clear();

@@ -51,9 +51,6 @@ class SendWire {
   virtual ~SendWire() = default;
   // Memory for slot i of the sender's ring (registered memory, for RDMA); null: the queue allocates it.
   virtual void* slotMemory(size_t index) { return nullptr; }
-  // Called by the I/O thread before anything else: finishes connecting (a wire whose connection needs
-  // its own progress to complete must not leave that for the first frame, which may never come).
-  virtual bool open(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Sends frames[0..n) in order.  Returning true means the slots may be reused.
   virtual bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) = 0;
   // Called when everything posted was sent: returns once it has left this process, so that it survives
@@ -61,6 +58,9 @@ class SendWire {
   virtual bool drain(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called once the queue stops (before the thread exits): unblock anything in flight.
   virtual void shutdown() {}
+  // Called by the I/O thread last, when the queue was destroyed with everything it posted sent: a wire
+  // whose connection could drop data still in flight when it closes says goodbye first.
+  virtual void finish() {}
 };
 
 class RecvWire {

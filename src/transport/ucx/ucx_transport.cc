@@ -20,6 +20,8 @@ namespace loom {
 namespace {
 
 constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
+// A frame header of this length is the sender's goodbye (no frame is this large).
+constexpr uint64_t kGoodbye = ~uint64_t{0};
 
 // One UCP context per process, made on first use.  Each queue has its own worker, used only by one
 // thread at a time (the rank's while connecting, then the queue's I/O thread), so workers are
@@ -98,16 +100,15 @@ class UcxWorker {
     return loomSuccess;
   }
   // Sender: an endpoint to the peer's listener.
-  loomResult_t connect(const SocketAddress& addr) {
+  bool connect(const SocketAddress& addr, std::string* why) {
     ucp_ep_params_t ep = endpointParams();
     ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
     ep.sockaddr.addrlen = addr.length;
     ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
-    if (s != UCS_OK)
-      return setError(loomRemoteError, "UCX connect to %s: %s", addr.toString().c_str(), ucs_status_string(s));
-    return loomSuccess;
+    if (s != UCS_OK) return *why = "UCX connect to " + addr.toString() + ": " + ucs_status_string(s), false;
+    return true;
   }
   // Receiver: waits for a connection request and accepts it.
   bool accept(const Deadline& deadline, const std::atomic<bool>& stop, std::string* why) {
@@ -144,13 +145,14 @@ class UcxWorker {
     p.datatype = ucp_dt_make_iov();
     return complete(ucp_stream_send_nbx(ep_, iov, n, &p), false, stop, why);
   }
-  bool recvAll(void* buf, size_t bytes, const std::atomic<bool>& stop, std::string* why) {
+  bool recvAll(void* buf, size_t bytes, const std::atomic<bool>& stop, std::string* why,
+               const Deadline* by = nullptr) {
     if (bytes == 0) return true;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
     size_t length = 0;
-    return complete(ucp_stream_recv_nbx(ep_, buf, bytes, &length, &p), true, stop, why);
+    return complete(ucp_stream_recv_nbx(ep_, buf, bytes, &length, &p), true, stop, why, by);
   }
   // Waits until everything sent on the endpoint reached the peer (so it survives this process exiting).
   bool flush(const std::atomic<bool>& stop, std::string* why) {
@@ -173,9 +175,9 @@ class UcxWorker {
     return ep;
   }
   // Progresses the worker until done(), sleeping on its wake-up descriptor (never spinning for long):
-  // stop is checked every 100 ms, and an endpoint error ends the wait.
+  // stop (and the deadline `by`, if any) is checked every 100 ms, and an endpoint error ends the wait.
   template <typename Done>
-  bool progressUntil(Done done, const std::atomic<bool>& stop, std::string* why) {
+  bool progressUntil(Done done, const std::atomic<bool>& stop, std::string* why, const Deadline* by = nullptr) {
     for (;;) {
       while (ucp_worker_progress(worker_) != 0) {
       }
@@ -183,6 +185,7 @@ class UcxWorker {
       if (epError_.load() != UCS_OK)
         return *why = std::string("UCX endpoint failed: ") + ucs_status_string(epError_.load()), false;
       if (stop.load()) return *why = "stopped", false;
+      if (by != nullptr && by->expired()) return *why = "no answer within the time allowed", false;
       ucs_status_t s = ucp_worker_arm(worker_);
       if (s == UCS_ERR_BUSY) continue;
       if (s != UCS_OK) return *why = std::string("ucp_worker_arm: ") + ucs_status_string(s), false;
@@ -190,7 +193,8 @@ class UcxWorker {
       poll(&pfd, 1, 100);
     }
   }
-  bool complete(ucs_status_ptr_t r, bool isStreamRecv, const std::atomic<bool>& stop, std::string* why) {
+  bool complete(ucs_status_ptr_t r, bool isStreamRecv, const std::atomic<bool>& stop, std::string* why,
+                const Deadline* by = nullptr) {
     if (r == nullptr) return true;
     if (UCS_PTR_IS_ERR(r)) return *why = std::string("UCX: ") + ucs_status_string(UCS_PTR_STATUS(r)), false;
     ucs_status_t status = UCS_INPROGRESS;
@@ -199,13 +203,13 @@ class UcxWorker {
       status = isStreamRecv ? ucp_stream_recv_request_test(r, &length) : ucp_request_check_status(r);
       return status != UCS_INPROGRESS;
     };
-    bool ok = progressUntil(finished, stop, why);
+    bool ok = progressUntil(finished, stop, why, by);
     if (!ok) {
       // Stream receives cannot be cancelled on their own: closing the endpoint ends them (with an
       // error), and the request is released whether or not that took effect in time.
       closeEndpoint();
-      const Deadline by = Deadline::afterSeconds(2);
-      while (!finished() && !by.expired()) ucp_worker_progress(worker_);
+      const Deadline released = Deadline::afterSeconds(2);
+      while (!finished() && !released.expired()) ucp_worker_progress(worker_);
     }
     ucp_request_free(r);
     if (ok && status != UCS_OK) return *why = std::string("UCX: ") + ucs_status_string(status), false;
@@ -222,17 +226,21 @@ class UcxWorker {
 
 class UcxSendWire : public SendWire {
  public:
-  UcxSendWire(std::unique_ptr<UcxWorker> worker, NetHello hello) : worker_(std::move(worker)), hello_(hello) {}
-  // The hello goes out at once, and the endpoint is flushed: that completes UCX's wire-up, whose
-  // messages would otherwise sit unread on a queue the ring never sends on (its neighbour's other
-  // direction) and keep UCX's async thread spinning on a readable socket (4 hosts: 0.08 GB/s).
-  bool open(const std::atomic<bool>& stop, std::string* why) override {
-    ucp_dt_iov_t hello{&hello_, sizeof hello_};
-    return worker_->sendIov(&hello, 1, stop, why) && worker_->flush(stop, why);
-  }
+  UcxSendWire(std::unique_ptr<UcxWorker> worker, const SocketAddress& peer, NetHello hello)
+      : worker_(std::move(worker)), peer_(peer), hello_(hello) {}
+  // The endpoint is made with the first frame, not when the queue is: a direction no algorithm uses
+  // (the ring connects both ways to its neighbours) then never connects.  Connecting it anyway is worse
+  // than useless: UCX's wire-up reply sits unread on a worker nobody progresses, and UCX's async thread
+  // spins on that readable socket (4 hosts: 0.08 GB/s); or the peer, done, destroys its listener while
+  // the request arrives, which crashes UCX (openucx/ucx#11087).
   bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) override {
     headers_.resize(n);
     iov_.clear();
+    if (!connected_) {
+      if (!worker_->connect(peer_, why)) return false;
+      connected_ = true;
+      iov_.push_back(ucp_dt_iov_t{&hello_, sizeof hello_});
+    }
     for (size_t k = 0; k < n; ++k) {
       headers_[k] = FrameHeader{frames[k].bytes, frames[k].signature};
       iov_.push_back(ucp_dt_iov_t{&headers_[k], sizeof(FrameHeader)});
@@ -243,10 +251,30 @@ class UcxSendWire : public SendWire {
   // A stream send completes once UCX holds the data, which may still be in this process.
   bool drain(const std::atomic<bool>& stop, std::string* why) override { return worker_->flush(stop, why); }
   void shutdown() override { worker_->wake(); }
+  // UCX drops what a receiver has not read yet when its sender's endpoint closes (the receiver's stream
+  // then fails with "connection reset"), so the sender announces the end and closes only once the
+  // receiver's I/O thread has read up to it and answered (or after 2 s: a receiver that stopped reading).
+  // After the answer nothing is left to deliver: the endpoint is closed at once (a graceful close would
+  // wait for the receiver's worker, whose thread has ended).
+  void finish() override {
+    if (!connected_) return;  // nothing was ever sent
+    const std::atomic<bool> never{false};
+    const Deadline by = Deadline::afterSeconds(2);
+    FrameHeader bye{kGoodbye, 0};
+    ucp_dt_iov_t iov{&bye, sizeof bye};
+    char answer = 0;
+    std::string why;
+    if (worker_->sendIov(&iov, 1, never, &why) && worker_->recvAll(&answer, 1, never, &why, &by))
+      worker_->closeEndpoint(true);
+    else
+      LOOM_INFO(kNet, "ucx transport: closing without the receiver's goodbye (%s)", why.c_str());
+  }
 
  private:
   std::unique_ptr<UcxWorker> worker_;
+  SocketAddress peer_;
   NetHello hello_;
+  bool connected_ = false;
   std::vector<FrameHeader> headers_;
   std::vector<ucp_dt_iov_t> iov_;
 };
@@ -272,6 +300,14 @@ class UcxRecvWire : public RecvWire {
                const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
     FrameHeader h{};
     if (!worker_->recvAll(&h, sizeof h, stop, why)) return false;
+    if (h.bytes == kGoodbye) {
+      // Everything before it was read: answer, so that the sender may close, and end like a closed socket.
+      const char answer = 1;
+      ucp_dt_iov_t iov{const_cast<char*>(&answer), 1};
+      std::string ignored;
+      if (worker_->sendIov(&iov, 1, stop, &ignored)) worker_->flush(stop, &ignored);
+      return *why = "the peer closed the connection", false;
+    }
     if (!frameFits(h, capacity, why)) return false;
     if (!worker_->recvAll(slot, h.bytes, stop, why)) return false;
     *bytes = h.bytes;
@@ -331,9 +367,8 @@ loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectI
   LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ucx", req.peer, &ci, &addr));
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
-  LOOM_CHECK(worker->connect(addr));
   *send = std::make_unique<StagedSendQueue>(
-      std::make_unique<UcxSendWire>(std::move(worker), makeNetHello(kMagic, req, ci.token, 0, 1)),
+      std::make_unique<UcxSendWire>(std::move(worker), addr, makeNetHello(kMagic, req, ci.token, 0, 1)),
       netRingShape(), req.peer);
   return loomSuccess;
 }

@@ -28,9 +28,9 @@ if command -v iperf3 >/dev/null; then
   # Receiver-side throughput of one 3 s stream, in GB/s (iperf3 reports Gbits/sec).
   iperf=$(ip netns exec "${NETNS_HOSTS[1]}" iperf3 -c "${NETNS_ADDRS[0]}" -t 3 -f g 2>&1 |
     awk '/receiver/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /Gbits/) print $i / 8}')
-  # An allreduce keeps both directions of every link busy at once; on a machine whose cores carry both
-  # ends, each direction then gets less than one stream alone.  Two streams, one each way at the same
-  # time (two iperf3 processes per host): the mean of their receiver-side throughput.
+  # An allreduce keeps both directions of every link busy at once; where the same cores carry both ends,
+  # each direction may then get less than one stream alone.  Two streams, one each way at the same time
+  # (two iperf3 processes per host): the mean of their receiver-side throughput.
   sleep 0.5
   ip netns exec "${NETNS_HOSTS[0]}" iperf3 -s -1 -D -p 5301 >/dev/null 2>&1
   ip netns exec "${NETNS_HOSTS[1]}" iperf3 -s -1 -D -p 5302 >/dev/null 2>&1
@@ -102,8 +102,9 @@ for size in sorted({s for _, s in by}):
     m = {l: statistics.median(by[(l, size)]) if (l, size) in by else float("nan") for l in labels}
     r = lambda a, b: f"{m[a] / m[b]:.2f}" if m[b] > 0 else "n/a"
     ri = lambda a: f"{m[a] / iperf:.0%}" if iperf > 0 else "n/a"
+    rb = lambda a: f"{m[a] / bidir:.0%}" if bidir > 0 else "n/a"
     print(f"| {size >> 20} MB | " + " | ".join(f"{m[l]:.3f}" for l in labels) +
           f" | {r('loom-socket', 'gloo')} | {r('loom-socket', 'openmpi-tcp')} | {r('loom-ucx', 'gloo')}"
           f" | {r('loom-ucx', 'openmpi-tcp')} | {ri('loom-socket')} | {ri('loom-ucx')}"
-          f" | {m['loom-socket'] / bidir:.0%} |")
+          f" | {rb('loom-socket')} |")
 EOF

@@ -36,7 +36,8 @@ struct WaitContext {
 // spin catches its answer soonest.  A thread of this very process (a network queue's I/O thread) is
 // different: it needs a core to make the data arrive, and a spinning waiter may hold the one it would
 // get.  Such waits skip the spin and go straight to yielding, which returns at once when a core is idle
-// and hands the core over when it is not (2 hosts x 1 rank on 2 cores: 8 B allreduce 65 -> 33 us).
+// and hands the core over when it is not (2 hosts x 1 rank on 2 cores, 8 MB allreduce over sockets:
+// 0.79-0.92 -> 0.90-1.07 GB/s).
 enum class Producer { kPeer, kOwnThread };
 
 // Microseconds to spin before sleeping, from LOOM_SPIN_US or, when it is -1, from who answers and how

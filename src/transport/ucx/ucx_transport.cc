@@ -24,8 +24,8 @@ constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
 constexpr uint64_t kGoodbye = ~uint64_t{0};
 
 // One UCP context per process, made on first use.  Each queue has its own worker, used only by one
-// thread at a time (the rank's while connecting, then the queue's I/O thread), so workers are
-// single-threaded and need no locks.
+// thread at a time (the rank's while it sets the queue up, then the queue's I/O thread, which also makes
+// a sender's endpoint), so workers are single-threaded and need no locks.
 struct UcxContext {
   ucp_context_h context = nullptr;
   std::string error;

@@ -9,6 +9,7 @@
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
+#include "algos/scratch.h"
 #include "core/params.h"
 
 namespace loom {
@@ -20,9 +21,10 @@ loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
   char* out = static_cast<char*>(args.recvbuff);
   const uint64_t signature = callSignature(args);
   const CopyFn copy = reduceKernels().copy;
-  thread_local std::vector<char> staged;  // grows to the largest staging a thread needed, then is reused
-  if (in == out && n > 1 && params().SHM_DIRECT_MIN > 0 && block >= static_cast<size_t>(params().SHM_DIRECT_MIN)) {
-    if (staged.size() < block) staged.resize(block);
+  const bool pairwise = in == out && n > 1 && params().SHM_DIRECT_MIN > 0 &&
+                        block >= static_cast<size_t>(params().SHM_DIRECT_MIN);
+  ScratchLease staged(ScratchUse::kStaged, in != out ? 0 : pairwise ? block : block * n);
+  if (pairwise) {
     for (int step = 0; step < n; ++step) {
       const int p = (step - r + n) % n;
       if (p == r) continue;  // our own block stays where it is
@@ -35,7 +37,6 @@ loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
     return loomSuccess;
   }
   if (in == out) {
-    if (staged.size() < block * n) staged.resize(block * n);
     copy(staged.data(), in, block * n);
     in = staged.data();
   }

@@ -9,6 +9,7 @@
 #include "algos/p2p.h"
 #include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
+#include "algos/scratch.h"
 
 namespace loom {
 
@@ -38,9 +39,9 @@ loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args) {
   if (args.count <= slotElems) {
     for (int p : peers) LOOM_CHECK(prims[p].send(in, args.count));
     // In place, rank 0's data lands in our buffer before our own input is added: keep a copy of it.
-    thread_local std::vector<char> own;
+    ScratchLease own(ScratchUse::kOwnInput, in == out && r != 0 ? bytes : 0);
     if (in == out && r != 0) {
-      own.assign(in, in + bytes);
+      k.copy(own.data(), in, bytes);
       in = own.data();
     }
     // acc = x0 op x1 op ... in rank order on every rank (two-operand ops commute exactly, so the
@@ -67,7 +68,7 @@ loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args) {
     }
     return loomSuccess;
   }
-  std::vector<char> inputs(bytes * n);  // every rank's input, in rank order
+  ScratchLease inputs(ScratchUse::kGathered, bytes * n);  // every rank's input, in rank order
   k.copy(inputs.data() + r * bytes, in, bytes);
   const uint64_t signature = callSignature(args);
   std::vector<Transfer> transfers;

@@ -11,6 +11,7 @@
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
+#include "algos/scratch.h"
 
 namespace loom {
 
@@ -32,7 +33,7 @@ loomResult_t rhdAllReduce(loomComm* comm, const CollArgs& args) {
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int rem = n - p;
-  std::vector<char> scratch(count * esize);
+  ScratchLease scratch(ScratchUse::kReceived, count * esize);
   // Fold the extra ranks in: among the first 2*rem ranks the even one gives its data to the odd one.
   int vr;  // rank among the p that take part in the middle, -1 for those that sit out
   if (r < 2 * rem) {

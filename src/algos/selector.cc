@@ -83,7 +83,8 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
   const double S = static_cast<double>(bytes), L = log2ceil(n), f = std::max(1.0, m.oversubscription);
   // Per-byte time: from cache while the ranks' data fits in a last-level cache share, else from memory.
-  const double beta = 1e-3 / (S * std::max(1.0, m.oversubscription) <= (4u << 20) ? m.cacheCopyGBs : m.memCopyGBs);
+  const bool fromMemory = S * f > (4u << 20);
+  const double beta = 1e-3 / (fromMemory ? m.memCopyGBs : m.cacheCopyGBs);
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
   auto cost = [&](double steps, double work) { return steps * m.stepUs + work * S * beta * f; };
   const bool pow2 = (n & (n - 1)) == 0;
@@ -94,17 +95,19 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
         case Algo::Tree: return cost(2.5 * L + 1.5 + (slices - 1), 4.6);
         case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5);
         case Algo::OneShot:  // within one slot: one hand-over through the slots; above: a transfer round
-          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.6 * (n - 1), 12.0 * (n - 1));
+          // (gathering every input into scratch first, then reducing: more passes per byte).
+          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.35 * (n - 1), (S > slotBytes && fromMemory ? 8.0 : 5.0) * (n - 1));
         case Algo::Hier: {
+          // The chains inside a host only overlap their stages across slices: with few slices a slice
+          // waits for each rank of the chain in turn (a 256 KB call at 2 ranks: 1.4-2.7x the ring here).
           const int local = std::max(1, n / std::max(hosts, 1));
-          double t = cost(2 * (local - 1), 3.0);
+          double t = cost(2 * (local - 1), 3.0 * (1 + (local - 1) / (2 * slices)));
           if (hosts > 1) t += 2 * (hosts - 1) * m.stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
           return t;
         }
         default: return 1e30;
       }
     case CollType::AllGather: {
-      const bool fromMemory = S * f > (4u << 20);
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
         const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;
         return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0));

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "algos/channels.h"
 #include "algos/selector.h"
 #include "core/comm_topology.h"
 #include "core/log.h"
@@ -112,6 +113,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   }));
   setLocalRanksPerCore(comm->localRanks);
   LOOM_CHECK(checkAlgoFilter());
+  LOOM_CHECK(checkChannels());
   LOOM_CHECK(checkNetChoice());
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);

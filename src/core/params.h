@@ -43,6 +43,7 @@ namespace loom {
   X(NET_GDR_LEVEL, String, "PXB", "GPUDirect RDMA when NIC and GPU are at most this far apart (path type as above)") \
   X(ALGO, String, "", "algorithms allowed: comma list of ring, tree, rhd, oneshot, hier, flat; ^ excludes; default: the model picks") \
   X(CHUNK_SIZE, Size, "0", "largest piece an algorithm moves per step (0: one transport slot)")                        \
+  X(NCHANNELS, Int, "0", "rings a large ring allreduce is split over, each on its own connections (0: one per planned ring, i.e. NIC rail; 1..16)") \
   X(CUDA, Int, "1", "1: recognise device buffers and CUDA streams when this build has CUDA and a GPU is visible; 0: never call the CUDA runtime") \
   X(DEVICE_DIRECT, Int, "1", "1: device-buffer collectives of ranks on one host read each other's GPU memory (CUDA IPC) where every GPU reaches the others; 0: always stage through host memory") \
   X(TUNE_PROBE, Int, "1", "1: measure latency and copy bandwidth at init (a few ms) to refine the cost model; 0: constants")

@@ -3,9 +3,11 @@
 // Integers must match bit for bit; floats within the tolerance stated in tests/common/reference.h.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "algos/channels.h"
 #include "algos/reduce_kernels.h"
 #include "algos/selector.h"
 #include "core/comm.h"
@@ -144,6 +146,89 @@ TEST(AllReduce, ManyConsecutiveCalls) {
       EXPECT_EQ(v[2], 4);
     }
   });
+}
+
+// A few types, ops and counts: enough to cover splitting and ring order, quick enough to run often.
+void smallMatrix(int rank, loomComm_t comm, int nranks) {
+  for (loomDataType_t type : {loomFloat32, loomInt32, loomFloat64}) {
+    for (loomRedOp_t op : {loomSum, loomMax, loomAvg}) {
+      if (op == loomAvg && type == loomInt32) continue;
+      for (size_t count : {size_t{0}, size_t{7}, size_t{5000}, size_t{100003}}) {
+        std::vector<char> send(count * typeSize(type)), recv(count * typeSize(type));
+        for (bool inPlace : {false, true}) {
+          fillInput(type, op, rank, count, send.data());
+          char* out = inPlace ? send.data() : recv.data();
+          ASSERT_EQ(loomAllReduce(send.data(), out, count, type, op, comm, nullptr), loomSuccess)
+              << loomGetLastError(comm);
+          std::string first;
+          EXPECT_EQ(countWrong(type, op, nranks, count, out, &first), 0u)
+              << typeName(type) << " " << opName(op) << " count " << count << (inPlace ? " in place" : "") << ": "
+              << first;
+        }
+      }
+    }
+  }
+}
+
+// LOOM_NCHANNELS splits a large ring allreduce: each channel's share runs on its own connections, and
+// the results are exact whatever the split (counts that do not divide by the channels, nor by the ranks).
+void channelsSplitTheRing(const char* net) {
+  setenv("LOOM_ALGO", "ring", 1);
+  setenv("LOOM_NCHANNELS", "3", 1);
+  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);  // 3 channels from 3 x 3 ranks x 4 KB = 36 KB on
+  if (net != nullptr) {
+    setenv("LOOM_SHM_DISABLE", "1", 1);
+    setenv("LOOM_NET", net, 1);
+  }
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    EXPECT_EQ(ringChannels(comm, 400000, 4096), 3);
+    EXPECT_EQ(ringChannels(comm, 4000, 4096), 1) << "a small call stays on one channel";
+    smallMatrix(rank, comm, 3);
+    ASSERT_GE(comm->connections.size(), 3u);
+    for (int c = 0; c < 3; ++c) EXPECT_TRUE(comm->connection((rank + 1) % 3, c).connected()) << "channel " << c;
+  }, 600);
+  for (const char* v : {"LOOM_ALGO", "LOOM_NCHANNELS", "LOOM_SHM_SLOT_SIZE", "LOOM_SHM_DISABLE", "LOOM_NET"}) unsetenv(v);
+}
+
+TEST(AllReduce, ChannelsSplitTheRing) { channelsSplitTheRing(nullptr); }
+TEST(AllReduce, ChannelsSplitTheRingOverSockets) { channelsSplitTheRing("socket"); }
+
+// The ring runs in the order the topology planned (comm->routes), not in rank order: with the plan
+// 0 -> 2 -> 1 -> 3 rank 0 connects to rank 2, which rank order never makes it do.  A plan that does not
+// hold every rank once is not followed.
+TEST(AllReduce, TheRingFollowsThePlannedOrder) {
+  setenv("LOOM_ALGO", "ring", 1);
+  runRanks(4, [&](int rank, loomComm_t comm) {
+    ASSERT_FALSE(comm->routes.rings.empty());
+    comm->routes.rings.resize(1);
+    comm->routes.rings[0].ranks = {0, 0, 1, 2};
+    EXPECT_EQ(planRingOrder(comm, 0), (std::vector<int>{0, 1, 2, 3}));
+    comm->routes.rings[0].ranks = {0, 2, 1, 3};
+    EXPECT_EQ(planRingOrder(comm, 0), (std::vector<int>{0, 2, 1, 3}));
+    EXPECT_EQ(planRingOrder(comm, 5), (std::vector<int>{0, 2, 1, 3})) << "channels beyond the plan reuse it";
+    const bool before = comm->connection(rank == 0 ? 2 : rank == 2 ? 0 : (rank + 2) % 4, 0).connected();
+    smallMatrix(rank, comm, 4);
+    // Ring 0 -> 2 -> 1 -> 3 -> 0: 0 and 2 are neighbours there, never in rank order.
+    if (rank == 0 || rank == 2) {
+      EXPECT_FALSE(before) << "connected before the call: the test proves nothing";
+      EXPECT_TRUE(comm->connection(rank == 0 ? 2 : 0, 0).connected());
+    }
+  }, 600);
+  unsetenv("LOOM_ALGO");
+}
+
+TEST(AllReduce, ChannelsOutOfRangeAreAnInitError) {
+  setenv("LOOM_NCHANNELS", "17", 1);
+  auto outcomes = testing::forkRanks(1, [](int) {
+    loomUniqueId id;
+    if (loomGetUniqueId(&id) != loomSuccess) return 3;
+    loomComm_t comm = nullptr;
+    if (loomCommInitRank(&comm, 1, id, 0) != loomInvalidArgument) return 1;
+    return std::strstr(loomGetLastError(nullptr), "LOOM_NCHANNELS=17") != nullptr ? 0 : 2;
+  }, 60);
+  unsetenv("LOOM_NCHANNELS");
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].describe() << " (1: init did not fail, 2: message without the variable)";
 }
 
 }  // namespace

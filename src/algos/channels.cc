@@ -1,0 +1,44 @@
+#include "algos/channels.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/params.h"
+
+namespace loom {
+
+std::vector<int> planRingOrder(const loomComm* comm, int channel) {
+  const int n = comm->nranks;
+  const auto& rings = comm->routes.rings;
+  if (!rings.empty()) {
+    const std::vector<int>& planned = rings[static_cast<size_t>(channel) % rings.size()].ranks;
+    std::vector<char> seen(n, 0);
+    bool whole = static_cast<int>(planned.size()) == n;
+    for (size_t i = 0; whole && i < planned.size(); ++i) {
+      const int r = planned[i];
+      whole = r >= 0 && r < n && !seen[r];
+      if (whole) seen[r] = 1;
+    }
+    if (whole) return planned;
+  }
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  return order;
+}
+
+int ringChannels(const loomComm* comm, size_t bytes, size_t slotBytes) {
+  const long long wanted = params().NCHANNELS > 0 ? params().NCHANNELS
+                                                  : static_cast<long long>(std::max<size_t>(comm->routes.rings.size(), 1));
+  const size_t perChannel = static_cast<size_t>(comm->nranks) * std::max<size_t>(slotBytes, 1);
+  const long long fit = std::max<long long>(1, static_cast<long long>(bytes / perChannel));
+  return static_cast<int>(std::min({wanted, fit, static_cast<long long>(kMaxChannels)}));
+}
+
+loomResult_t checkChannels() {
+  if (params().NCHANNELS < 0 || params().NCHANNELS > kMaxChannels)
+    return setError(loomInvalidArgument, "LOOM_NCHANNELS=%lld is out of range (0 for the topology's choice, or 1..%d)",
+                    static_cast<long long>(params().NCHANNELS), kMaxChannels);
+  return loomSuccess;
+}
+
+}  // namespace loom

@@ -82,9 +82,9 @@ def main():
                 if algo == "auto":
                     chosen.update(c)
                 else:
-                    for size, d in pr.items():
+                    for size, d in pr.items():  # each run probes anew: the median of the repeats
                         if algo in d:
-                            predicted.setdefault(size, {})[algo] = d[algo]
+                            predicted.setdefault(size, {}).setdefault(algo, []).append(d[algo])
         med = {a: {s: statistics.median(v) for s, v in d.items()} for a, d in samples.items()}
         sizes = sorted(med["ring"])
         print(f"\n### allreduce float32 sum, np={np_}: time (us), median of {args.repeats} alternating runs\n")
@@ -112,6 +112,7 @@ def main():
             cells = []
             for a in ALGOS:
                 pr = predicted.get(s, {}).get(a)
+                pr = statistics.median(pr) if pr else None
                 if pr is None:
                     cells.append("?")
                     continue

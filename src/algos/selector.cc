@@ -82,9 +82,11 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   if (n <= 1) return 0;
   // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
   const double S = static_cast<double>(bytes), L = log2ceil(n), f = std::max(1.0, m.oversubscription);
-  // Per-byte time: from cache while the ranks' data fits in a last-level cache share, else from memory.
+  // Per-byte time: from cache while the ranks' data fits in a last-level cache share, from memory when
+  // it is far larger, and in between (geometric) from 2 to 8 MB per core, where part of it still hits.
   const bool fromMemory = S * f > (4u << 20);
-  const double beta = 1e-3 / (fromMemory ? m.memCopyGBs : m.cacheCopyGBs);
+  const double toMemory = std::min(1.0, std::max(0.0, std::log2(S * f / (2u << 20)) / 2));
+  const double beta = 1e-3 / (std::pow(m.cacheCopyGBs, 1 - toMemory) * std::pow(m.memCopyGBs, toMemory));
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
   auto cost = [&](double steps, double work) { return steps * m.stepUs + work * S * beta * f; };
   const bool pow2 = (n & (n - 1)) == 0;
@@ -207,7 +209,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
     copy(b.data(), a.data(), small);
     mine.cacheGBs = std::max(mine.cacheGBs, gbs(small, t0, clock::now()));
   }
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 4; ++i) {  // 4 x 8 MB: a few ms, and robust to one slow moment of a shared machine
     auto t0 = clock::now();
     copy(b.data(), a.data(), big);
     mine.memGBs = std::max(mine.memGBs, gbs(big, t0, clock::now()));

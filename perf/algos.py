@@ -102,6 +102,12 @@ def main():
             print(f"| {human(s)} | " + " | ".join(cells) + f" | {med['auto'][s]:.1f} ({pick}) | {ratio:.2f} "
                   f"| {choice:.2f} |")
         print(f"\nworst auto/best: {worst:.2f}; worst choice/best: {worstChoice:.2f}")
+        print(f"\n#### np={np_}: busbw (GB/s, 2(n-1)/n x size / time)\n")
+        print("| size | " + " | ".join(ALGOS + ["auto"]) + " |")
+        print("|---:|" + "---:|" * (len(ALGOS) + 1))
+        for s in sizes:
+            bus = [2 * (np_ - 1) / np_ * s / (med[a][s] * 1e3) for a in ALGOS + ["auto"]]
+            print(f"| {human(s)} | " + " | ".join(f"{b:.3f}" for b in bus) + " |")
         print(f"\n#### np={np_}: predicted / measured, sizes >= 64K\n")
         print("| size | " + " | ".join(ALGOS) + " |")
         print("|---:|" + "---:|" * len(ALGOS))

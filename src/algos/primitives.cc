@@ -19,6 +19,10 @@ loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channe
   return comm->connect(peers, channel);
 }
 
+size_t plannedStepBytes() {
+  return static_cast<size_t>(params().CHUNK_SIZE > 0 ? params().CHUNK_SIZE : params().SHM_SLOT_SIZE);
+}
+
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,
                        const char* what)
     : comm_(comm),

@@ -21,6 +21,10 @@ struct ChainPlace {
 };
 loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channel, ChainPlace* place);
 
+// The step size a plan counts with before any connection exists (the cost model, the channel count):
+// LOOM_CHUNK_SIZE when set, else the slot size.  Primitives::maxElems() is the exact one.
+size_t plannedStepBytes();
+
 // Calls from this size on write their final output with streaming stores (see reduce_kernels.inc).
 constexpr size_t kStreamingMinBytes = 8u << 20;
 

@@ -18,7 +18,6 @@
 #include "algos/algorithms.h"
 #include "algos/channels.h"
 #include "algos/primitives.h"
-#include "core/params.h"
 
 namespace loom {
 
@@ -147,7 +146,7 @@ loomResult_t ringAllReduceGroup(loomComm* comm, const CollArgs& args, const std:
 }
 
 loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
-  const size_t slot = static_cast<size_t>(params().CHUNK_SIZE > 0 ? params().CHUNK_SIZE : params().SHM_SLOT_SIZE);
+  const size_t slot = plannedStepBytes();
   const int channels = ringChannels(comm, args.count * typeSize(args.type), slot);
   const int divisor = args.op == loomAvg ? comm->nranks : 0;
   std::vector<RingShare> shares;

@@ -144,7 +144,7 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   }();
   const size_t bytes = args.count * typeSize(args.type);
   const int hosts = comm->cluster ? static_cast<int>(comm->cluster->hosts.size()) : 1;
-  const size_t slot = static_cast<size_t>(params().CHUNK_SIZE > 0 ? params().CHUNK_SIZE : params().SHM_SLOT_SIZE);
+  const size_t slot = plannedStepBytes();
   std::vector<Candidate> all, kept;
   for (const Entry& e : kTable) {
     if (e.coll != args.coll) continue;

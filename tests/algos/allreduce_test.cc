@@ -1,5 +1,5 @@
 // The allreduce correctness matrix on real forked ranks: every type x op x {out-of-place, in-place} x
-// counts {0, 1, 7, 1023, 1<<20 + 3} for 2, 3, 4 and 8 ranks (more ranks than this machine has cores).
+// counts of testing::matrixCounts for 2, 3, 4 and 8 ranks (more ranks than this machine has cores).
 // Integers must match bit for bit; floats within the tolerance stated in tests/common/reference.h.
 #include <gtest/gtest.h>
 
@@ -21,13 +21,11 @@ using testing::countWrong;
 using testing::fillInput;
 using testing::runRanks;
 
-const size_t kCounts[] = {0, 1, 7, 1023, (1u << 20) + 3};
-
 void matrix(int rank, loomComm_t comm, int nranks, const std::vector<loomDataType_t>& types) {
   for (loomDataType_t type : types) {
     for (int o = 0; o < loomNumOps; ++o) {
       auto op = static_cast<loomRedOp_t>(o);
-      for (size_t count : kCounts) {
+      for (size_t count : testing::matrixCounts(nranks)) {
         size_t bytes = count * typeSize(type);
         std::vector<char> send(bytes + 1), recv(bytes + 1, 0x5a);
         for (bool inPlace : {false, true}) {

@@ -1,5 +1,5 @@
 // The correctness matrix of broadcast, reduce, allgather, reducescatter and alltoall on real forked ranks: every
-// type x op (where the collective reduces) x {out-of-place, in-place} x counts {0, 1, 7, 1023, 1<<20 + 3}
+// type x op (where the collective reduces) x {out-of-place, in-place} x counts of testing::matrixCounts
 // x roots {0, last} (where it has one), for 2, 3, 4 and 8 ranks.  Copies must be bit-exact; reductions
 // within the tolerance of tests/common/reference.h.  allreduce has its own matrix (allreduce_test.cc).
 #include <gtest/gtest.h>
@@ -20,8 +20,6 @@ using testing::countWrongCopied;
 using testing::countWrongReduced;
 using testing::fillInput;
 using testing::runRanks;
-
-const size_t kCounts[] = {0, 1, 7, 1023, (1u << 20) + 3};
 
 enum class Coll { Broadcast, Reduce, AllGather, ReduceScatter, AllToAll };
 const char* name(Coll c) {
@@ -122,7 +120,7 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
     for (int root : rooted ? std::vector<int>{0, k.nranks - 1} : std::vector<int>{-1}) {
       for (int t = 0; t < loomNumTypes; ++t) {
         for (int o = 0; o < (reduces ? loomNumOps : 1); ++o) {
-          for (size_t count : kCounts) {
+          for (size_t count : testing::matrixCounts(k.nranks)) {
             for (bool inPlace : {false, true}) {
               runOne(k.coll, rank, k.nranks, comm, static_cast<loomDataType_t>(t), static_cast<loomRedOp_t>(o),
                      count, root, inPlace);

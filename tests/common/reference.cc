@@ -295,4 +295,9 @@ size_t countWrongReduced(loomDataType_t type, loomRedOp_t op, int nranks, size_t
   });
 }
 
+std::vector<size_t> matrixCounts(int nranks) {
+  const int shift = nranks >= 8 ? 18 : nranks >= 4 ? 19 : 20;
+  return {0, 1, 7, 1023, (size_t{1} << shift) + 3};
+}
+
 }  // namespace loom::testing

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "loom.h"
 
@@ -32,6 +33,13 @@ inline size_t countWrong(loomDataType_t type, loomRedOp_t op, int nranks, size_t
 // Checks got[0..count) against srcRank's input elements [firstIndex, firstIndex + count), bit for bit.
 size_t countWrongCopied(loomDataType_t type, loomRedOp_t op, int srcRank, size_t firstIndex, size_t count,
                         const void* got, std::string* firstMismatch);
+
+// The counts every correctness matrix runs: empty, one element, odd sizes below a slot, and one far
+// above it (1<<20 + 3 at 2 and 3 ranks: every pipelined path, many FIFO wrap-arounds, a ragged last
+// slice).  At 4 ranks the large one is 1<<19 + 3, at 8 or more 1<<18 + 3: still several 256 KB slots
+// per rank and per block, while the 4- and 8-process cases (oversubscribing a 2-core machine) spent most
+// of CI's test time generating and checking the larger inputs (8 ranks x 8M elements per reducescatter).
+std::vector<size_t> matrixCounts(int nranks);
 
 // Reads element i of buf as a double.
 double readElement(loomDataType_t type, const void* buf, size_t i);

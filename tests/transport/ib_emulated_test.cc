@@ -16,17 +16,12 @@
 #include "transport/ib/mr_cache.h"
 #include "transport/net/hello.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/wait_context.h"
 
 namespace loom {
 namespace {
 
 using testing::timeBound;
-
-WaitContext quick(double seconds) {
-  WaitContext c;
-  c.timeoutSec = seconds;
-  return c;
-}
 
 // The two ends of one connection on the installed device: rank 1 receives (and publishes ci), rank 0 sends.
 struct Ends {
@@ -49,7 +44,7 @@ struct Ends {
     std::thread producer([&] {
       for (int i = 0; i < frames; ++i) {
         void* p;
-        ASSERT_EQ(send->acquire(&p, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+        ASSERT_EQ(send->acquire(&p, testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
         std::memset(p, i & 0xff, bytes);
         send->post(bytes, 1000 + static_cast<uint64_t>(i));
       }
@@ -58,7 +53,7 @@ struct Ends {
       const void* data;
       size_t got = 0;
       uint64_t sig = 0;
-      ASSERT_EQ(recv->wait(&data, &got, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+      ASSERT_EQ(recv->wait(&data, &got, &sig, testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
       ASSERT_EQ(got, bytes);
       ASSERT_EQ(sig, 1000 + static_cast<uint64_t>(i));
       ASSERT_EQ(static_cast<const uint8_t*>(data)[bytes - 1], i & 0xff);
@@ -68,13 +63,13 @@ struct Ends {
   }
 };
 
-struct Link : Ends {
-  explicit Link(const emulated::Options& o) {
+struct VerbsLink : Ends {
+  explicit VerbsLink(const emulated::Options& o) {
     emulated::install(o);
     EXPECT_EQ(listen(), loomSuccess) << loomGetLastError(nullptr);
     EXPECT_EQ(connect(ci), loomSuccess) << loomGetLastError(nullptr);
   }
-  ~Link() {
+  ~VerbsLink() {
     send.reset();
     recv.reset();
     setVerbsApiForTesting(nullptr);
@@ -82,7 +77,7 @@ struct Link : Ends {
 };
 
 TEST(EmulatedVerbs, RoceSignalsEachWriteWithAnImmediate) {
-  Link l(emulated::Options{});
+  VerbsLink l(emulated::Options{});
   l.exchange(40, 1000);
   EXPECT_EQ(emulated::writesWithImm(), 40u);
   EXPECT_EQ(emulated::plainWrites(), 0u);
@@ -91,7 +86,7 @@ TEST(EmulatedVerbs, RoceSignalsEachWriteWithAnImmediate) {
 TEST(EmulatedVerbs, IwarpConnectsThroughRdmaCmThenWritesAndSendsTheSlotIndex) {
   emulated::Options o;
   o.iwarp = true;
-  Link l(o);
+  VerbsLink l(o);
   l.exchange(40, 1000);
   EXPECT_EQ(emulated::cmEstablished(), 1u) << "iWARP queue pairs are connected by rdma_connect/rdma_accept";
   EXPECT_EQ(emulated::writesWithImm(), 0u) << "an iWARP device is never asked for immediates";
@@ -100,14 +95,14 @@ TEST(EmulatedVerbs, IwarpConnectsThroughRdmaCmThenWritesAndSendsTheSlotIndex) {
 
 TEST(EmulatedVerbs, RoceConnectsByQpAttributesUnlessRdmaCmIsAskedFor) {
   {
-    Link l(emulated::Options{});
+    VerbsLink l(emulated::Options{});
     l.exchange(3, 10);
     EXPECT_EQ(emulated::cmEstablished(), 0u);
   }
   setenv("LOOM_IB_CM", "1", 1);
   paramsReloadForTesting();
   {
-    Link l(emulated::Options{});
+    VerbsLink l(emulated::Options{});
     l.exchange(20, 5000);
     EXPECT_EQ(emulated::cmEstablished(), 1u);
     EXPECT_EQ(emulated::writesWithImm(), 20u) << "rdma_cm changes how queue pairs connect, not how data moves";
@@ -150,13 +145,13 @@ TEST(EmulatedVerbs, RdmaCmRejectsAStrangersRequest) {
     EXPECT_EQ(emulated::cmRejected(), 1u);
     ASSERT_EQ(e.connect(e.ci), loomSuccess) << loomGetLastError(nullptr);
     void* p;
-    ASSERT_EQ(e.send->acquire(&p, quick(20)), loomSuccess);
+    ASSERT_EQ(e.send->acquire(&p, testing::waitUpTo(20)), loomSuccess);
     std::memcpy(p, "iwarp", 5);
     e.send->post(5, 42);
     const void* data;
     size_t bytes = 0;
     uint64_t sig = 0;
-    ASSERT_EQ(e.recv->wait(&data, &bytes, &sig, quick(20)), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(e.recv->wait(&data, &bytes, &sig, testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
     EXPECT_EQ(std::string(static_cast<const char*>(data), bytes), "iwarp");
     EXPECT_EQ(sig, 42u);
     e.recv->release();
@@ -170,7 +165,7 @@ TEST(EmulatedVerbs, WriteImmOffForcesTheSendMode) {
   setenv("LOOM_IB_WRITE_IMM", "0", 1);
   paramsReloadForTesting();
   {
-    Link l(emulated::Options{});
+    VerbsLink l(emulated::Options{});
     l.exchange(10, 64);
     EXPECT_EQ(emulated::writesWithImm(), 0u);
     EXPECT_EQ(emulated::plainWrites(), 10u);
@@ -217,7 +212,7 @@ void stripedCase(emulated::Options o, uint64_t wantCmConnections) {
   paramsReloadForTesting();
   o.shuffleAcrossQps = true;
   {
-    Link l(o);
+    VerbsLink l(o);
     l.exchange(200, 3000);
     EXPECT_EQ(emulated::writesPerQp(), std::vector<uint64_t>(4, 50)) << "each of the 4 queue pairs carries every 4th slot";
     EXPECT_EQ(emulated::cmEstablished(), wantCmConnections);
@@ -250,22 +245,22 @@ TEST(EmulatedVerbs, QueuePairsPerConnectionOutOfRangeIsRefused) {
 }
 
 TEST(EmulatedVerbs, QueuePairErrorIsARemoteErrorOnBothSides) {
-  Link l(emulated::Options{});
+  VerbsLink l(emulated::Options{});
   l.exchange(5, 100);
   emulated::breakAllQueuePairs();
   const auto t0 = std::chrono::steady_clock::now();
   const void* data;
   size_t bytes;
   uint64_t sig;
-  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, quick(20)), loomRemoteError);
+  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(20)), loomRemoteError);
   EXPECT_NE(std::string(loomGetLastError(nullptr)).find("queue pair error"), std::string::npos)
       << loomGetLastError(nullptr);
   void* p;
   loomResult_t r = loomSuccess;
   for (int i = 0; i < 10 && r == loomSuccess; ++i) {
-    r = l.send->acquire(&p, quick(20));
+    r = l.send->acquire(&p, testing::waitUpTo(20));
     if (r == loomSuccess) l.send->post(8, 0);
-    if (r == loomSuccess) r = l.send->flush(quick(20));
+    if (r == loomSuccess) r = l.send->flush(testing::waitUpTo(20));
   }
   EXPECT_EQ(r, loomRemoteError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(10.0));

@@ -20,6 +20,7 @@
 #include "transport/emulated_verbs.h"
 #include "transport/ib/ib_transport.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/wait_context.h"
 #endif
 
 namespace loom {
@@ -48,12 +49,6 @@ std::unique_ptr<Transport> makeTransport(const NetCase& c) {
   }
 #endif
   return std::make_unique<SocketTransport>();
-}
-
-WaitContext quick(double seconds) {
-  WaitContext c;
-  c.timeoutSec = seconds;
-  return c;
 }
 
 class NetTransport : public ::testing::TestWithParam<NetCase> {
@@ -105,18 +100,18 @@ TEST_P(NetTransport, FramesArriveWholeAndInOrderAcrossWrapAround) {
   std::thread producer([&] {
     for (int i = 0; i < frames; ++i) {
       void* p;
-      ASSERT_EQ(send_->acquire(&p, quick(30)), loomSuccess);
+      ASSERT_EQ(send_->acquire(&p, testing::waitUpTo(30)), loomSuccess);
       const size_t bytes = frameBytes(i, slot);
       for (size_t k = 0; k < bytes; ++k) static_cast<uint8_t*>(p)[k] = pattern(i, k);
       send_->post(bytes, 0x7700000000000000ull + static_cast<uint64_t>(i));
     }
-    ASSERT_EQ(send_->flush(quick(30)), loomSuccess);
+    ASSERT_EQ(send_->flush(testing::waitUpTo(30)), loomSuccess);
   });
   for (int i = 0; i < frames; ++i) {
     const void* data;
     size_t bytes = 0;
     uint64_t sig = 0;
-    ASSERT_EQ(recv_->wait(&data, &bytes, &sig, quick(30)), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(recv_->wait(&data, &bytes, &sig, testing::waitUpTo(30)), loomSuccess) << loomGetLastError(nullptr);
     ASSERT_EQ(bytes, frameBytes(i, slot)) << "frame " << i;
     ASSERT_EQ(sig, 0x7700000000000000ull + static_cast<uint64_t>(i));
     size_t wrong = 0;
@@ -146,21 +141,21 @@ TEST_P(NetTransport, FlushMeansTheDataSurvivesTheSender) {
   // UCX drops what its receiver has not read when the sender's endpoint closes; the ucx wire's goodbye
   // handshake is what makes this hold there (without it: 282 of 300 runs under load kept the data).
   void* p;
-  ASSERT_EQ(send_->acquire(&p, quick(10)), loomSuccess);
+  ASSERT_EQ(send_->acquire(&p, testing::waitUpTo(10)), loomSuccess);
   std::memcpy(p, "last words", 10);
   send_->post(10, 5);
-  ASSERT_EQ(send_->flush(quick(10)), loomSuccess);
+  ASSERT_EQ(send_->flush(testing::waitUpTo(10)), loomSuccess);
   send_.reset();  // the sender is gone; what it flushed is not
   const void* data;
   size_t bytes = 0;
   uint64_t sig = 0;
-  ASSERT_EQ(recv_->wait(&data, &bytes, &sig, quick(10)), loomSuccess);
+  ASSERT_EQ(recv_->wait(&data, &bytes, &sig, testing::waitUpTo(10)), loomSuccess);
   EXPECT_EQ(bytes, 10u);
   EXPECT_EQ(std::memcmp(data, "last words", 10), 0);
   recv_->release();
   // The next wait learns that the peer left: a remote error well before the timeout, not a hang.
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(recv_->wait(&data, &bytes, &sig, quick(20)), loomRemoteError);
+  EXPECT_EQ(recv_->wait(&data, &bytes, &sig, testing::waitUpTo(20)), loomRemoteError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(10.0));
 }
 
@@ -171,9 +166,9 @@ TEST_P(NetTransport, ReceiverGoneIsASendError) {
   // The sender notices within a few frames (the first ones may sit in buffers) and never hangs.
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000 && r == loomSuccess; ++i) {
-    r = send_->acquire(&p, quick(20));
+    r = send_->acquire(&p, testing::waitUpTo(20));
     if (r == loomSuccess) send_->post(send_->slotBytes(), 0);
-    if (r == loomSuccess) r = send_->flush(quick(20));
+    if (r == loomSuccess) r = send_->flush(testing::waitUpTo(20));
   }
   EXPECT_EQ(r, loomRemoteError) << loomGetLastError(nullptr);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(15.0));

@@ -1,5 +1,6 @@
 #include "transport/shm/shm_transport.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/wait_context.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -35,13 +36,13 @@ int countSegments(uint64_t key) {
 }
 
 // One FIFO from rank 0 to rank 1, set up the way two ranks would.
-struct Link {
+struct ShmLink {
   ShmTransport shm;
   PeerInfo a = info(0, 1), b = info(1, 1);
   uint64_t key = 0x1234000000000000ull ^ static_cast<uint64_t>(getpid());
   std::unique_ptr<RecvQueue> recv;
   std::unique_ptr<SendQueue> send;
-  Link() {
+  ShmLink() {
     ConnectInfo ci{};
     ConnectRequest atReceiver{1, 0, 0, key, &b, &a};
     ConnectRequest atSender{0, 1, 0, key, &a, &b};
@@ -51,13 +52,6 @@ struct Link {
     EXPECT_EQ(countSegments(key), 0) << "the name must be gone once both sides have mapped it";
   }
 };
-
-WaitContext quickContext(double seconds, const std::atomic<bool>* abort = nullptr) {
-  WaitContext c;
-  c.timeoutSec = seconds;
-  c.abort = abort;
-  return c;
-}
 
 TEST(ShmTransport, ReachesOnlyTheSameHost) {
   ShmTransport shm;
@@ -70,12 +64,12 @@ TEST(ShmTransport, ReachesOnlyTheSameHost) {
 }
 
 TEST(ShmTransport, InOrderAcrossWrapAroundBetweenThreads) {
-  Link l;
+  ShmLink l;
   const int messages = 5000;
   std::thread producer([&] {
     for (int i = 0; i < messages; ++i) {
       void* slot;
-      ASSERT_EQ(l.send->acquire(&slot, quickContext(30)), loomSuccess);
+      ASSERT_EQ(l.send->acquire(&slot, testing::waitUpTo(30)), loomSuccess);
       size_t bytes = static_cast<size_t>(i % 97) * 8 + 8;
       for (size_t k = 0; k < bytes / 8; ++k) static_cast<uint64_t*>(slot)[k] = static_cast<uint64_t>(i) * 1000 + k;
       l.send->post(bytes, 0xabc0000000000000ull + static_cast<uint64_t>(i));
@@ -85,7 +79,7 @@ TEST(ShmTransport, InOrderAcrossWrapAroundBetweenThreads) {
     const void* data;
     size_t bytes;
     uint64_t sig = 0;
-    ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(30)), loomSuccess);
+    ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(30)), loomSuccess);
     ASSERT_EQ(bytes, static_cast<size_t>(i % 97) * 8 + 8);
     ASSERT_EQ(sig, 0xabc0000000000000ull + static_cast<uint64_t>(i)) << "each slot carries its own signature";
     for (size_t k = 0; k < bytes / 8; ++k)
@@ -96,19 +90,19 @@ TEST(ShmTransport, InOrderAcrossWrapAroundBetweenThreads) {
 }
 
 TEST(ShmTransport, FullFifoTimesOutInsteadOfOverwriting) {
-  Link l;
+  ShmLink l;
   void* slot;
   int posted = 0;
-  while (l.send->acquire(&slot, quickContext(0.2)) == loomSuccess) {
+  while (l.send->acquire(&slot, testing::waitUpTo(0.2)) == loomSuccess) {
     l.send->post(1, 0);
     ASSERT_LT(++posted, 1000);
   }
   EXPECT_GE(posted, 2);
-  EXPECT_EQ(l.send->acquire(&slot, quickContext(0.1)), loomTimeout);
+  EXPECT_EQ(l.send->acquire(&slot, testing::waitUpTo(0.1)), loomTimeout);
 }
 
 TEST(ShmTransport, EmptyFifoWaitEndsOnAbort) {
-  Link l;
+  ShmLink l;
   std::atomic<bool> abort{false};
   std::thread t([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -118,18 +112,18 @@ TEST(ShmTransport, EmptyFifoWaitEndsOnAbort) {
   size_t bytes;
   uint64_t sig;
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(60, &abort)), loomRemoteError);
+  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(60, &abort)), loomRemoteError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(2.0));
   t.join();
 }
 
 TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
-  Link l;
+  ShmLink l;
   pid_t child = fork();
   if (child == 0) {
     usleep(300000);  // the parent is asleep on the futex by now
     void* slot;
-    if (l.send->acquire(&slot, quickContext(5)) != loomSuccess) _exit(1);
+    if (l.send->acquire(&slot, testing::waitUpTo(5)) != loomSuccess) _exit(1);
     std::memcpy(slot, "wake", 4);
     l.send->post(4, 7);
     _exit(0);
@@ -138,7 +132,7 @@ TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
   size_t bytes;
   uint64_t sig;
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, quickContext(10)), loomSuccess);
+  ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(10)), loomSuccess);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(std::memcmp(data, "wake", 4), 0);
   EXPECT_LT(s, timeBound(3.0));
@@ -148,7 +142,7 @@ TEST(ShmTransport, SleepingReceiverIsWokenAcrossProcesses) {
 }
 
 TEST(ShmTransport, NonBlockingCallsNeverWait) {
-  Link l;
+  ShmLink l;
   const void* data;
   size_t bytes;
   uint64_t sig;

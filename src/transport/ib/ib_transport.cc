@@ -23,8 +23,8 @@ namespace loom {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4c4f4f49;    // "LOOI": queue pairs connected by attributes over TCP
-constexpr uint32_t kMagicCm = 0x4c4f4f43;  // "LOOC": queue pairs connected through rdma_cm
+constexpr uint32_t kIbMagic = 0x4c4f4f49;    // "LOOI": queue pairs connected by attributes over TCP
+constexpr uint32_t kIbMagicCm = 0x4c4f4f43;  // "LOOC": queue pairs connected through rdma_cm
 constexpr size_t kHeaderBytes = 16;      // at the start of every slot: size, signature
 constexpr size_t kNoteBytes = 16;        // a credit or a write notification: the slot index
 constexpr int kMaxQps = 16;              // LOOM_IB_QPS_PER_CONNECTION at most
@@ -565,7 +565,7 @@ class IbRecvWire : public RecvWire {
       std::vector<QpInfo> peer(static_cast<size_t>(nqps));
       const Deadline d = Deadline::afterSeconds(10);
       bool ok = recvAll(fd, &h, sizeof h, d, &stop, "ib hello") == loomSuccess &&
-                netHelloMatches(h, kMagic, req_, token_, nqps) &&
+                netHelloMatches(h, kIbMagic, req_, token_, nqps) &&
                 recvAll(fd, peer.data(), peer.size() * sizeof(QpInfo), d, &stop, "ib queue pairs") == loomSuccess;
       if (!ok) {
         LOOM_WARN(kNet, "ib transport: refused a connection that is not from rank %d (bad hello)", req_.peer);
@@ -612,7 +612,7 @@ class IbRecvWire : public RecvWire {
       NetHello h{};
       const bool ok = e.privateData.size() >= sizeof h &&
                       (std::memcpy(&h, e.privateData.data(), sizeof h),
-                       netHelloMatches(h, kMagicCm, req_, token_, nqps)) &&
+                       netHelloMatches(h, kIbMagicCm, req_, token_, nqps)) &&
                       !made[static_cast<size_t>(h.index)];
       if (!ok) {
         LOOM_WARN(kNet, "ib transport: rejected an rdma_cm connection that is not from rank %d (bad hello)", req_.peer);
@@ -715,7 +715,7 @@ loomResult_t listenByRdmaCm(const IbDevice& d, int nqps, ConnectInfo* info, NetL
     return setError(loomSystemError, "ib: cannot listen through rdma_cm on %s (%s): %s", addr.toString().c_str(),
                     iface.c_str(), strerror(errno));
   setPort(&addr, d.api->cm->srcPort(ep->id()));
-  publishNetListenInfo(kMagicCm, addr, nqps, info, published);
+  publishNetListenInfo(kIbMagicCm, addr, nqps, info, published);
   *listener = std::move(ep);
   return loomSuccess;
 }
@@ -741,7 +741,7 @@ loomResult_t connectByRdmaCm(const IbDevice& d, const ConnectRequest& req, const
     ok = ok && ep->expect(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, nullptr, &e, &why);
     rdma_cm_id* id = ep->id();
     ok = ok && conn->createOnCm(k, id, cm, &why);
-    NetHello h = makeNetHello(kMagicCm, req, ci.token, k, conn->nqps());
+    NetHello h = makeNetHello(kIbMagicCm, req, ci.token, k, conn->nqps());
     rdma_conn_param param = connParam(&h, sizeof h);
     if (ok && cm.connect(id, &param) != 0) ok = false, why = "rdma_connect failed: " + std::string(strerror(errno));
     ok = ok && ep->expect(RDMA_CM_EVENT_ESTABLISHED, deadline, nullptr, &e, &why);
@@ -772,7 +772,7 @@ loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& c
     return r;
   }
   const int nqps = conn->nqps();
-  NetHello h = makeNetHello(kMagic, req, ci.token, 0, nqps);
+  NetHello h = makeNetHello(kIbMagic, req, ci.token, 0, nqps);
   std::vector<QpInfo> mine, peer(static_cast<size_t>(nqps));
   for (int k = 0; k < nqps; ++k) mine.push_back(conn->info(k));
   const char ready = 1;
@@ -813,7 +813,7 @@ loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* inf
     if (!conn->prepareOnCm(listener->id()->verbs, &why)) return setError(loomSystemError, "ib: %s", why.c_str());
   } else {
     LOOM_CHECK(conn->create());
-    LOOM_CHECK(listenAndPublish(kMagic, nqps, info, &ci, &fd));
+    LOOM_CHECK(listenAndPublish(kIbMagic, nqps, info, &ci, &fd));
   }
   *recv = std::make_unique<StagedRecvQueue>(
       std::make_unique<IbRecvWire>(std::move(conn), fd, std::move(listener), req, ci.token,
@@ -829,7 +829,7 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   const bool cm = usesRdmaCm(d);
   NetListenInfo ci;
   SocketAddress addr;
-  LOOM_CHECK(readNetListenInfo(peerInfo, cm ? kMagicCm : kMagic, kMaxQps, "ib", req.peer, &ci, &addr));
+  LOOM_CHECK(readNetListenInfo(peerInfo, cm ? kIbMagicCm : kIbMagic, kMaxQps, "ib", req.peer, &ci, &addr));
   const RingShape shape = netRingShape();
   auto conn = std::make_unique<IbConnection>(d, shape.nslots, shape.slotBytes, ci.count);
   if (cm) {

@@ -24,7 +24,7 @@ namespace loom {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4c4f4f53;  // "LOOS"
+constexpr uint32_t kSocketMagic = 0x4c4f4f53;  // "LOOS"
 
 constexpr int32_t kMaxSockets = 16;
 
@@ -156,7 +156,7 @@ class SocketRecvWire : public RecvWire {
         return *why = "the peer never connected within the timeout", false;
       NetHello h{};
       if (recvAll(fd, &h, sizeof h, Deadline::afterSeconds(10), &stop, "socket hello") != loomSuccess ||
-          !netHelloMatches(h, kMagic, req_, token_, static_cast<int32_t>(fds_.size())) ||
+          !netHelloMatches(h, kSocketMagic, req_, token_, static_cast<int32_t>(fds_.size())) ||
           fds_[h.index].load() >= 0) {
         LOOM_WARN(kNet, "socket transport: refused a connection that is not from rank %d (bad hello)", req_.peer);
         closeSocket(&fd);
@@ -227,7 +227,7 @@ loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo*
                     static_cast<long long>(params().NSOCKS), kMaxSockets);
   int fd = -1;
   NetListenInfo ci;
-  LOOM_CHECK(listenAndPublish(kMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));
+  LOOM_CHECK(listenAndPublish(kSocketMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));
   *recv = std::make_unique<StagedRecvQueue>(
       std::make_unique<SocketRecvWire>(fd, req, ci.token, ci.count, static_cast<double>(params().TIMEOUT)),
       netRingShape(), req.peer);
@@ -238,7 +238,7 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
                                           std::unique_ptr<SendQueue>* send) {
   NetListenInfo ci;
   SocketAddress addr;
-  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, kMaxSockets, "socket", req.peer, &ci, &addr));
+  LOOM_CHECK(readNetListenInfo(peerInfo, kSocketMagic, kMaxSockets, "socket", req.peer, &ci, &addr));
   const Deadline deadline = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   std::vector<int> fds;
   loomResult_t r = loomSuccess;
@@ -253,7 +253,7 @@ loomResult_t SocketTransport::connectSend(const ConnectRequest& req, const Conne
       break;
     }
     fds.push_back(fd);
-    NetHello h = makeNetHello(kMagic, req, ci.token, j, ci.count);
+    NetHello h = makeNetHello(kSocketMagic, req, ci.token, j, ci.count);
     r = sendAll(fd, &h, sizeof h, deadline, nullptr, "socket hello");
   }
   if (r != loomSuccess) {

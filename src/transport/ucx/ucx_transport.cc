@@ -19,7 +19,7 @@ namespace loom {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4c4f4f55;  // "LOOU"
+constexpr uint32_t kUcxMagic = 0x4c4f4f55;  // "LOOU"
 // A frame header of this length is the sender's goodbye (no frame is this large).
 constexpr uint64_t kGoodbye = ~uint64_t{0};
 
@@ -289,7 +289,7 @@ class UcxRecvWire : public RecvWire {
       if (!worker_->accept(deadline, stop, why)) return false;
       NetHello h{};
       std::string helloWhy;
-      if (worker_->recvAll(&h, sizeof h, stop, &helloWhy) && netHelloMatches(h, kMagic, req_, token_, 1)) return true;
+      if (worker_->recvAll(&h, sizeof h, stop, &helloWhy) && netHelloMatches(h, kUcxMagic, req_, token_, 1)) return true;
       if (stop.load()) return *why = "stopped", false;
       LOOM_WARN(kNet, "ucx transport: refused a connection that is not from rank %d (%s)", req_.peer,
                 helloWhy.empty() ? "bad hello" : helloWhy.c_str());
@@ -351,7 +351,7 @@ loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
   LOOM_CHECK(worker->create());
   LOOM_CHECK(worker->listen(&addr));
   NetListenInfo ci;
-  publishNetListenInfo(kMagic, addr, 1, info, &ci);
+  publishNetListenInfo(kUcxMagic, addr, 1, info, &ci);
   LOOM_TRACE(kNet, "ucx: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
              addr.toString().c_str(), iface.c_str());
   *recv = std::make_unique<StagedRecvQueue>(
@@ -364,11 +364,11 @@ loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectI
                                        std::unique_ptr<SendQueue>* send) {
   NetListenInfo ci;
   SocketAddress addr;
-  LOOM_CHECK(readNetListenInfo(peerInfo, kMagic, 1, "ucx", req.peer, &ci, &addr));
+  LOOM_CHECK(readNetListenInfo(peerInfo, kUcxMagic, 1, "ucx", req.peer, &ci, &addr));
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
   *send = std::make_unique<StagedSendQueue>(
-      std::make_unique<UcxSendWire>(std::move(worker), addr, makeNetHello(kMagic, req, ci.token, 0, 1)),
+      std::make_unique<UcxSendWire>(std::move(worker), addr, makeNetHello(kUcxMagic, req, ci.token, 0, 1)),
       netRingShape(), req.peer);
   return loomSuccess;
 }

@@ -5,9 +5,11 @@
 #   loom over the socket transport and over UCX (tcp), and OpenMPI's own MPI_Allreduce (pml ob1,
 #   btl tcp), all through build/perf/all_reduce_perf under mpirun (an rsh agent enters the namespaces);
 #   Gloo, PyTorch's gloo backend (perf/gloo_bench.py; skipped with a note when torch is missing);
-#   iperf3's single-stream TCP throughput between two hosts on the same veths, the ceiling, and its
-#   throughput per direction with a stream each way at once, the ceiling an allreduce meets.
-# Prints the median busbw of each library per size, and loom's ratios to the others.
+#   iperf3's single-stream TCP throughput between two hosts on the same veths, and its throughput per
+#   stream with every host sending one stream to the next at once (the ring's links all loaded: the
+#   ceiling of a ring allreduce's busbw on this machine).
+# Prints the median busbw of each library per size, loom's ratios to the others, and the ceiling's
+# ratios (the most any library could reach against OpenMPI, Gloo and iperf3).
 # usage: [LOOM_...=...] perf/netns_bench.sh BUILD_DIR [HOSTS] [ROUNDS] [SIZES...]
 #   e.g. perf/netns_bench.sh build 2 3 8388608 33554432
 set -eu
@@ -21,26 +23,34 @@ netns_make_hosts "$hosts"
 results=$(mktemp)
 trap 'netns_cleanup; rm -f "$results"' EXIT
 
-iperf=nan bidir=nan
+iperf=nan ring=nan
 if command -v iperf3 >/dev/null; then
   ip netns exec "${NETNS_HOSTS[0]}" iperf3 -s -1 -D >/dev/null 2>&1
   sleep 0.5
   # Receiver-side throughput of one 3 s stream, in GB/s (iperf3 reports Gbits/sec).
   iperf=$(ip netns exec "${NETNS_HOSTS[1]}" iperf3 -c "${NETNS_ADDRS[0]}" -t 3 -f g 2>&1 |
     awk '/receiver/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /Gbits/) print $i / 8}')
-  # An allreduce keeps both directions of every link busy at once; where the same cores carry both ends,
-  # each direction may then get less than one stream alone.  Two streams, one each way at the same time
-  # (two iperf3 processes per host): the mean of their receiver-side throughput.
+  # A ring allreduce keeps every host's link to the next host busy at once (both directions of the one
+  # link at 2 hosts), and here the same two cores carry every host's ends: each stream may then get far
+  # less than one stream alone.  One stream from every host to the next at the same time (an iperf3
+  # server and client per host): the mean of their receiver-side throughput, the most a ring's link can
+  # carry while the others are loaded too -- an upper bound on any library's ring allreduce busbw here,
+  # since that busbw is exactly what each rank sends per second.
   sleep 0.5
-  ip netns exec "${NETNS_HOSTS[0]}" iperf3 -s -1 -D -p 5301 >/dev/null 2>&1
-  ip netns exec "${NETNS_HOSTS[1]}" iperf3 -s -1 -D -p 5302 >/dev/null 2>&1
+  for ((h = 0; h < hosts; h++)); do
+    ip netns exec "${NETNS_HOSTS[h]}" iperf3 -s -1 -D -p $((5301 + h)) >/dev/null 2>&1
+  done
   sleep 0.5
-  ip netns exec "${NETNS_HOSTS[1]}" iperf3 -c "${NETNS_ADDRS[0]}" -p 5301 -t 3 -f g >"$results.up" 2>&1 &
-  ip netns exec "${NETNS_HOSTS[0]}" iperf3 -c "${NETNS_ADDRS[1]}" -p 5302 -t 3 -f g >"$results.down" 2>&1
-  wait
-  bidir=$(cat "$results.up" "$results.down" |
-    awk '/receiver/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /Gbits/) {s += $i / 8; n++}} END {print n == 2 ? s / n : "nan"}')
-  rm -f "$results.up" "$results.down"
+  pids=()
+  for ((h = 0; h < hosts; h++)); do
+    to=$(((h + 1) % hosts))
+    ip netns exec "${NETNS_HOSTS[h]}" iperf3 -c "${NETNS_ADDRS[to]}" -p $((5301 + to)) -t 3 -f g >"$results.ring$h" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  ring=$(cat "$results".ring* |
+    awk -v n="$hosts" '/receiver/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /Gbits/) {s += $i / 8; k++}} END {print k == n ? s / k : "nan"}')
+  rm -f "$results".ring*
 else
   echo "# iperf3 is not installed (apt-get install iperf3): no baseline"
 fi
@@ -86,25 +96,30 @@ for ((r = 0; r < rounds; r++)); do
 done
 rm -f "$hostfile"
 
-python3 - "$results" "$hosts" "$iperf" "$rounds" "$bidir" <<'EOF'
+python3 - "$results" "$hosts" "$iperf" "$rounds" "$ring" <<'EOF'
 import statistics, sys
-path, hosts, iperf, rounds, bidir = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+path, hosts, iperf, rounds, ring = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 by = {}
 for line in open(path):
     label, size, busbw = line.split()
     by.setdefault((label, int(size)), []).append(float(busbw))
 labels = ["loom-socket", "loom-ucx", "openmpi-tcp", "gloo"]
 print(f"# allreduce float32 sum, {hosts} hosts x 1 rank, busbw GB/s (median of {rounds} rounds); "
-      f"iperf3 single stream {iperf:.3f} GB/s, both directions at once {bidir:.3f} GB/s each")
-print("| size | " + " | ".join(labels) + " | socket/gloo | socket/openmpi | ucx/gloo | ucx/openmpi | socket/iperf3 | ucx/iperf3 | socket/bidir |")
-print("|---" * (len(labels) + 8) + "|")
+      f"iperf3 single stream {iperf:.3f} GB/s; every host streaming to the next at once {ring:.3f} GB/s "
+      f"per stream (the ring ceiling)")
+ratios = [("loom-socket", "gloo"), ("loom-socket", "openmpi-tcp"), ("loom-ucx", "gloo"), ("loom-ucx", "openmpi-tcp"),
+          ("loom-socket", "iperf3"), ("loom-ucx", "iperf3"), ("loom-socket", "ceiling"),
+          ("ceiling", "gloo"), ("ceiling", "openmpi-tcp"), ("ceiling", "iperf3")]
+short = lambda l: l.replace("loom-", "").replace("-tcp", "")
+print("| size | " + " | ".join(labels) + " | " + " | ".join(f"{short(a)}/{short(b)}" for a, b in ratios) + " |")
+print("|---" * (len(labels) + len(ratios) + 1) + "|")
 for size in sorted({s for _, s in by}):
     m = {l: statistics.median(by[(l, size)]) if (l, size) in by else float("nan") for l in labels}
-    r = lambda a, b: f"{m[a] / m[b]:.2f}" if m[b] > 0 else "n/a"
-    ri = lambda a: f"{m[a] / iperf:.0%}" if iperf > 0 else "n/a"
-    rb = lambda a: f"{m[a] / bidir:.0%}" if bidir > 0 else "n/a"
-    print(f"| {size >> 20} MB | " + " | ".join(f"{m[l]:.3f}" for l in labels) +
-          f" | {r('loom-socket', 'gloo')} | {r('loom-socket', 'openmpi-tcp')} | {r('loom-ucx', 'gloo')}"
-          f" | {r('loom-ucx', 'openmpi-tcp')} | {ri('loom-socket')} | {ri('loom-ucx')}"
-          f" | {rb('loom-socket')} |")
+    m["ceiling"], m["iperf3"] = ring, iperf
+    def ratio(a, b):
+        if not m[b] > 0 or m[a] != m[a]:
+            return "n/a"
+        return f"{m[a] / m[b]:.0%}" if b in ("iperf3", "ceiling") else f"{m[a] / m[b]:.2f}"
+    print(f"| {size >> 20} MB | " + " | ".join(f"{m[l]:.3f}" for l in labels) + " | " +
+          " | ".join(ratio(a, b) for a, b in ratios) + " |")
 EOF

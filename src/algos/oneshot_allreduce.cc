@@ -3,6 +3,7 @@
 // 2(n-1); the price is n-1 copies of the data per rank, so it only pays for small messages.  The inputs
 // are reduced in rank order on every rank, so all ranks get bit-identical results.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "algos/algorithms.h"
@@ -34,19 +35,21 @@ loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args) {
   for (int p = 0; p < n; ++p)
     if (p != r) peers.push_back(p);
   LOOM_CHECK(comm->connect(peers, 0));
-  prims.reserve(n);
+  prims.reserve(n - 1);
   size_t slotElems = SIZE_MAX;
-  for (int p = 0; p < n; ++p) {
-    prims.emplace_back(comm, p == r ? -1 : p, p == r ? -1 : p, 0, args, "allreduce (one-shot)");
-    if (p != r) slotElems = std::min(slotElems, prims.back().maxElems());
+  for (int p : peers) {
+    prims.emplace_back(comm, p, p, 0, args, "allreduce (one-shot)");
+    slotElems = std::min(slotElems, prims.back().maxElems());
   }
+  auto with = [&](int p) -> Primitives& { return prims[p < r ? p : p - 1]; };
   if (args.count <= slotElems) {
-    for (int p : peers) LOOM_CHECK(prims[p].send(in, args.count));
+    for (int p : peers) LOOM_CHECK(with(p).send(in, args.count));
     // In place, rank 0's data lands in our buffer before our own input is added: keep a copy of it.
-    ScratchLease own(ScratchUse::kOwnInput, in == out && r != 0 ? bytes : 0);
+    std::optional<ScratchLease> own;
     if (in == out && r != 0) {
-      k.copy(own.data(), in, bytes);
-      in = own.data();
+      own.emplace(ScratchUse::kOwnInput, bytes);
+      k.copy(own->data(), in, bytes);
+      in = own->data();
     }
     // acc = x0 op x1 op ... in rank order on every rank (two-operand ops commute exactly, so the
     // primitive's "received op accumulated" equals "accumulated op received" bit for bit).
@@ -62,12 +65,12 @@ loomResult_t oneShotAllReduce(loomComm* comm, const CollArgs& args) {
         continue;
       }
       if (p == 0 && r != 0) {  // rank 0's input starts the sum: just take it
-        LOOM_CHECK(prims[p].recv(out, args.count));
+        LOOM_CHECK(with(p).recv(out, args.count));
         acc = out;
         continue;
       }
       const bool last = p == n - 1;
-      LOOM_CHECK(prims[p].recvReduceCopy(acc, out, args.count, last && args.op == loomAvg ? n : 0));
+      LOOM_CHECK(with(p).recvReduceCopy(acc, out, args.count, last && args.op == loomAvg ? n : 0));
       acc = out;
     }
     return loomSuccess;

@@ -5,6 +5,7 @@
 // them (drain()), so one communicator is never driven by two threads at once.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -37,6 +38,7 @@ class ProgressEngine {
   std::condition_variable idle_;  // queue empty and nothing running
   std::deque<std::shared_ptr<AsyncOp>> queue_;
   bool running_ = false;
+  std::atomic<int> unfinished_{0};  // queued or running ops: drain()'s check without the lock
   bool stopped_ = false;
   loomResult_t stopCode_ = loomSuccess;
   std::string stopReason_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/error.h"
 
 namespace loom {
 
@@ -25,5 +26,28 @@ int ringChannels(const loomComm* comm, size_t bytes, size_t slotBytes);
 
 // LOOM_NCHANNELS out of range is an error at init.
 loomResult_t checkChannels();
+
+// Runs a call's shares (one per channel): starts each, then advances every share by one step in turn
+// until all are done, in the same order on every rank.  A Share has loomResult_t start(), step() and
+// bool done() const; start() may finish a share that has nothing to do.
+template <typename Share>
+loomResult_t runShares(std::vector<Share>& shares) {
+  for (Share& s : shares) LOOM_CHECK(s.start());
+  for (bool left = true; left;) {
+    left = false;
+    for (Share& s : shares) {
+      if (s.done()) continue;
+      LOOM_CHECK(s.step());
+      left = left || !s.done();
+    }
+  }
+  return loomSuccess;
+}
+
+// Elements [first, first + count) of `total`, channel `c`'s even share of `channels`.
+inline void channelShare(size_t total, int c, int channels, size_t* first, size_t* count) {
+  *first = total * static_cast<size_t>(c) / static_cast<size_t>(channels);
+  *count = total * static_cast<size_t>(c + 1) / static_cast<size_t>(channels) - *first;
+}
 
 }  // namespace loom

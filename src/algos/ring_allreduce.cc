@@ -122,20 +122,6 @@ class RingShare {
   bool done_ = false;
 };
 
-// Advances every share one step in turn until all are done (every rank in the same order).
-loomResult_t runShares(std::vector<RingShare>& shares) {
-  for (RingShare& s : shares) LOOM_CHECK(s.start());
-  for (bool left = true; left;) {
-    left = false;
-    for (RingShare& s : shares) {
-      if (s.done()) continue;
-      LOOM_CHECK(s.step());
-      left = left || !s.done();
-    }
-  }
-  return loomSuccess;
-}
-
 }  // namespace
 
 loomResult_t ringAllReduceGroup(loomComm* comm, const CollArgs& args, const std::vector<int>& group, int channel,
@@ -152,8 +138,9 @@ loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
   std::vector<RingShare> shares;
   shares.reserve(channels);
   for (int c = 0; c < channels; ++c) {
-    const size_t first = args.count * c / channels, last = args.count * (c + 1) / channels;
-    shares.emplace_back(comm, args, planRingOrder(comm, c), c, args.sendbuff, args.recvbuff, first, last - first, divisor);
+    size_t first, count;
+    channelShare(args.count, c, channels, &first, &count);
+    shares.emplace_back(comm, args, planRingOrder(comm, c), c, args.sendbuff, args.recvbuff, first, count, divisor);
   }
   return runShares(shares);
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "algos/channels.h"
+#include "core/comm.h"
 #include "core/datatypes.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/reference.h"
@@ -147,6 +149,57 @@ INSTANTIATE_TEST_SUITE_P(Collectives, CollectiveMatrix, ::testing::ValuesIn(allC
   return std::string(name(p.param.coll)) + "_" + std::to_string(p.param.nranks) + "ranks" +
          (*p.param.net != 0 ? std::string("_") + p.param.net : std::string());
 });
+
+// The two ring collectives besides allreduce, on a few types, ops and counts (both placements).
+void ringCalls(int rank, int n, loomComm_t comm) {
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter}) {
+    for (loomDataType_t type : {loomFloat32, loomInt32, loomFloat64}) {
+      for (loomRedOp_t op : {loomSum, loomMax, loomAvg}) {
+        if (c == Coll::AllGather && op != loomSum) continue;
+        if (op == loomAvg && type == loomInt32) continue;
+        for (size_t count : {size_t{1}, size_t{7}, size_t{5000}, size_t{100003}}) {
+          for (bool inPlace : {false, true}) {
+            runOne(c, rank, n, comm, type, op, count, -1, inPlace);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Allgather and reducescatter run around the topology's planned ring, not in rank order: with the plan
+// 0 -> 2 -> 1 -> 3, ranks 0 and 2 become neighbours, which rank order never makes them.
+TEST(RingCollectives, FollowThePlannedRing) {
+  setenv("LOOM_ALGO", "ring", 1);  // allgather could also go flat, which connects every pair
+  runRanks(4, [&](int rank, loomComm_t comm) {
+    ASSERT_FALSE(comm->routes.rings.empty());
+    comm->routes.rings.resize(1);
+    comm->routes.rings[0].ranks = {0, 2, 1, 3};
+    const bool before = rank == 0 || rank == 2 ? comm->connection(2 - rank, 0).connected() : false;
+    ringCalls(rank, 4, comm);
+    if (rank == 0 || rank == 2) {
+      EXPECT_FALSE(before) << "connected before the calls: the test proves nothing";
+      EXPECT_TRUE(comm->connection(2 - rank, 0).connected());
+    }
+  }, 600);
+  unsetenv("LOOM_ALGO");
+}
+
+// LOOM_NCHANNELS splits large allgather and reducescatter calls: every channel's share of every block
+// runs on its own connections, exact whatever the split (counts that divide neither by the channels
+// nor by the ranks).
+TEST(RingCollectives, ChannelsSplitTheRing) {
+  setenv("LOOM_ALGO", "ring", 1);
+  setenv("LOOM_NCHANNELS", "3", 1);
+  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);  // 3 channels from 3 x 4 KB per block on
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    ringCalls(rank, 3, comm);
+    ASSERT_GE(comm->connections.size(), 3u);
+    for (int c = 0; c < 3; ++c) EXPECT_TRUE(comm->connection((rank + 1) % 3, c).connected()) << "channel " << c;
+  }, 600);
+  for (const char* v : {"LOOM_ALGO", "LOOM_NCHANNELS", "LOOM_SHM_SLOT_SIZE"}) unsetenv(v);
+}
 
 }  // namespace
 }  // namespace loom

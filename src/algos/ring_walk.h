@@ -1,7 +1,7 @@
 // The walk that ring allgather and ring reducescatter share: one channel's share of every block's
 // elements, carried around a ring in slot-sized slices, each slice n hops deep.  A collective derives
-// from RingWalk, says what hop h of the current slice does, and runs its shares with runShares
-// (algos/channels.h).
+// a Share from RingWalk that says what hop h of the current slice does (start() joins the ring, step()
+// does one hop and advances), and runs one per channel with runRingWalks below.
 #pragma once
 
 #include <algorithm>
@@ -25,7 +25,6 @@ class RingWalk {
   bool done() const { return done_; }
 
  protected:
-
   // Connects to both neighbours; a share with no elements, or a ring of one, is done at once.
   loomResult_t join(const char* what) {
     if (n_ == 1 || count_ == 0) {

@@ -110,7 +110,7 @@ TEST_P(AllReduceAlgorithm, EveryTypeOpCountAndPlacement) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Forced, AllReduceAlgorithm,
-                         ::testing::Combine(::testing::Values("tree", "rhd", "oneshot", "hier"),
+                         ::testing::Combine(::testing::Values("ring", "tree", "rhd", "oneshot", "hier"),
                                             ::testing::Values(2, 3, 4, 8)),
                          [](const auto& p) {
                            return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "algos/primitives.h"
 #include "core/comm.h"
 #include "core/error.h"
 
@@ -44,10 +45,20 @@ loomResult_t runShares(std::vector<Share>& shares) {
   return loomSuccess;
 }
 
-// Elements [first, first + count) of `total`, channel `c`'s even share of `channels`.
-inline void channelShare(size_t total, int c, int channels, size_t* first, size_t* count) {
-  *first = total * static_cast<size_t>(c) / static_cast<size_t>(channels);
-  *count = total * static_cast<size_t>(c + 1) / static_cast<size_t>(channels) - *first;
+// Splits a ring call of `bytes` in all over its channels (ringChannels) and runs the shares:
+// make(c, ring, first, count) builds channel c's Share over c's planned ring, carrying elements
+// [first, first + count) of the `elements` each block (or the whole buffer) holds.
+template <typename Share, typename Make>
+loomResult_t runChannelShares(loomComm* comm, size_t elements, size_t bytes, Make make) {
+  const int channels = ringChannels(comm, bytes, plannedStepBytes());
+  std::vector<Share> shares;
+  shares.reserve(channels);
+  for (int c = 0; c < channels; ++c) {
+    const size_t k = static_cast<size_t>(channels);
+    const size_t first = elements * static_cast<size_t>(c) / k, end = elements * static_cast<size_t>(c + 1) / k;
+    shares.push_back(make(c, planRingOrder(comm, c), first, end - first));
+  }
+  return runShares(shares);
 }
 
 }  // namespace loom

@@ -132,17 +132,12 @@ loomResult_t ringAllReduceGroup(loomComm* comm, const CollArgs& args, const std:
 }
 
 loomResult_t ringAllReduce(loomComm* comm, const CollArgs& args) {
-  const size_t slot = plannedStepBytes();
-  const int channels = ringChannels(comm, args.count * typeSize(args.type), slot);
   const int divisor = args.op == loomAvg ? comm->nranks : 0;
-  std::vector<RingShare> shares;
-  shares.reserve(channels);
-  for (int c = 0; c < channels; ++c) {
-    size_t first, count;
-    channelShare(args.count, c, channels, &first, &count);
-    shares.emplace_back(comm, args, planRingOrder(comm, c), c, args.sendbuff, args.recvbuff, first, count, divisor);
-  }
-  return runShares(shares);
+  return runChannelShares<RingShare>(comm, args.count, args.count * typeSize(args.type),
+                                     [&](int c, std::vector<int> ring, size_t first, size_t count) {
+                                       return RingShare(comm, args, std::move(ring), c, args.sendbuff, args.recvbuff,
+                                                        first, count, divisor);
+                                     });
 }
 
 }  // namespace loom

@@ -71,16 +71,10 @@ class RingWalk {
 // channel's planned ring, with its even share of every block's elements.
 template <typename Share>
 loomResult_t runRingWalks(loomComm* comm, const CollArgs& args) {
-  const size_t blockBytes = args.count * typeSize(args.type);
-  const int channels = ringChannels(comm, blockBytes * static_cast<size_t>(comm->nranks), plannedStepBytes());
-  std::vector<Share> shares;
-  shares.reserve(channels);
-  for (int c = 0; c < channels; ++c) {
-    size_t first, count;
-    channelShare(args.count, c, channels, &first, &count);
-    shares.emplace_back(comm, args, planRingOrder(comm, c), c, first, count);
-  }
-  return runShares(shares);
+  const size_t bytes = args.count * typeSize(args.type) * static_cast<size_t>(comm->nranks);
+  return runChannelShares<Share>(comm, args.count, bytes, [&](int c, std::vector<int> ring, size_t first, size_t count) {
+    return Share(comm, args, std::move(ring), c, first, count);
+  });
 }
 
 }  // namespace loom

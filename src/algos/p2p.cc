@@ -2,6 +2,11 @@
 // polls them all without blocking (tryAcquire / tryWait), moving one slot at a time, and backs off
 // (spin, yield, sleep) only when a whole pass moved nothing.  Because every queue advances whenever its
 // peer does, there is no cycle of ranks each waiting for the next.
+//
+// Device buffers reach here only on the GPUDirect RDMA path (device/device_call.h decided it): the CPU
+// never touches them.  A device send is one direct post (the NIC reads the buffer where it lies), a
+// device receive reads a direct post into the buffer, or copies an ordinary slot in with the device's
+// copy engine; copies to oneself are device copies.
 #include "algos/p2p.h"
 
 #include <algorithm>
@@ -13,6 +18,8 @@
 #include "core/collective.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "device/device_api.h"
+#include "device/device_call.h"
 
 namespace loom {
 
@@ -20,9 +27,13 @@ namespace {
 
 struct Pending {
   const Transfer* t;
+  bool device = false;  // the buffer is device memory
   size_t done = 0;
   bool direct = false;  // posted as one direct slot: complete once the receiver has read it
 };
+
+bool onDevice(DeviceApi* dev, const void* p) { return dev != nullptr && dev->isDeviceMemory(p); }
+
 
 // Transfers to and from oneself: the k-th send is copied into the k-th receive.
 loomResult_t selfCopies(loomComm* comm, const std::vector<Transfer>& transfers) {
@@ -36,7 +47,12 @@ loomResult_t selfCopies(loomComm* comm, const std::vector<Transfer>& transfers) 
     if (sends[i]->bytes != recvs[i]->bytes || sends[i]->signature != recvs[i]->signature)
       return setError(loomInvalidUsage, "rank %d sends itself %s but receives %s", comm->rank,
                       describeCall(sends[i]->signature).c_str(), describeCall(recvs[i]->signature).c_str());
-    if (sends[i]->buffer != recvs[i]->buffer) reduceKernels().copy(recvs[i]->buffer, sends[i]->buffer, sends[i]->bytes);
+    if (sends[i]->buffer == recvs[i]->buffer) continue;
+    DeviceApi* dev = deviceApi();
+    if (onDevice(dev, sends[i]->buffer) || onDevice(dev, recvs[i]->buffer))
+      LOOM_CHECK(deviceCopy(comm, dev, recvs[i]->buffer, sends[i]->buffer, sends[i]->bytes, "a copy to oneself"));
+    else
+      reduceKernels().copy(recvs[i]->buffer, sends[i]->buffer, sends[i]->bytes);
   }
   return loomSuccess;
 }
@@ -53,13 +69,19 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   LOOM_CHECK(selfCopies(comm, transfers));
   std::vector<int> peers;
   std::map<int, std::deque<Pending>> out, in;
+  DeviceApi* dev = deviceApi();
   for (const Transfer& t : transfers) {
     if (t.peer == comm->rank || t.bytes == 0) continue;  // empty transfers carry nothing, on both ends
     peers.push_back(t.peer);
-    (t.send ? out : in)[t.peer].push_back(Pending{&t});
+    (t.send ? out : in)[t.peer].push_back(Pending{&t, onDevice(dev, t.buffer)});
   }
   if (peers.empty()) return loomSuccess;
   LOOM_CHECK(comm->connect(peers, 0));
+  for (auto& [peer, sends] : out)
+    for (const Pending& p : sends)
+      if (p.device && !comm->connection(peer, 0).send->postsDirectFromDevice())
+        return setError(loomInternalError, "%s: rank %d cannot send device memory to %s over %s (no GPUDirect RDMA)",
+                        what, comm->rank, comm->describe(peer).c_str(), comm->connection(peer, 0).transport->name());
   const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;
   const int64_t directMin = params().SHM_DIRECT_MIN;
   WaitContext ctx = comm->waitContext(what);
@@ -78,14 +100,15 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       SendQueue* q = comm->connection(it->first, 0).send.get();
       Pending& p = it->second.front();
       void* slot;
-      if (p.done == 0 && directMin > 0 && p.t->bytes >= static_cast<size_t>(directMin) && q->canPostDirect() &&
-          q->tryAcquire(&slot)) {
+      const bool direct =
+          p.device || (directMin > 0 && p.t->bytes >= static_cast<size_t>(directMin) && q->canPostDirect());
+      if (p.done == 0 && direct && q->tryAcquire(&slot)) {
         q->postDirect(p.t->buffer, p.t->bytes, p.t->signature);
         p.done = p.t->bytes;
         p.direct = true;
         moved = true;
       }
-      while (p.done < p.t->bytes && q->tryAcquire(&slot)) {
+      while (!p.device && p.done < p.t->bytes && q->tryAcquire(&slot)) {
         size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
         copy(slot, p.t->buffer + p.done, n);
         q->post(n, p.t->signature);
@@ -97,7 +120,10 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       if (p.done == p.t->bytes && (!p.direct || q->directDone())) {
         // A finished direct send is progress too: a failure noticed while waiting for its reader (who
         // may have closed its connection right after reading) must not be reported now.
-        if (p.direct) moved = true;
+        if (p.direct) {
+          moved = true;
+          LOOM_CHECK(q->waitDirectDone(ctx));  // at once: reports a post that could not be offered
+        }
         it->second.pop_front();
       }
       it = it->second.empty() ? out.erase(it) : std::next(it);
@@ -113,7 +139,8 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
           return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm->rank,
                           describeCall(p.t->signature).c_str(), comm->describe(it->first).c_str(),
                           describeCall(signature).c_str());
-        if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done));
+        if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done, ctx));
+        else if (p.device) LOOM_CHECK(deviceCopy(comm, dev, p.t->buffer + p.done, data, n, what));
         else (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
         q->release();
         LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,

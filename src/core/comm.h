@@ -120,6 +120,7 @@ struct loomComm {
   // Page-locked host buffers through which device buffers are staged (device/device_call.h); made at
   // the first call that needs them.
   std::unique_ptr<loom::StagingPool> staging;
+  bool gdrLogged = false;  // the GPUDirect RDMA decision was logged (device/gdr_path.h)
   // Peers' device buffers mapped for the direct path (device/direct_call.h).
   std::unique_ptr<loom::DevicePeers> devicePeers;
 

@@ -30,6 +30,7 @@ namespace loom {
   X(IB_WRITE_IMM, Int, "1", "1: signal each RDMA write with an immediate where the device has it; 0: always write + SEND")  \
   X(IB_QPS_PER_CONNECTION, Int, "1", "RC queue pairs per ib connection (1..16): frames are striped over them by slot; the receiver's value holds") \
   X(IB_MR_CACHE, Size, "64M", "registered ring memory of closed ib connections kept for the next ones (bytes); 0: deregister at once") \
+  X(IB_GDR_CACHE, Int, "64", "GPU buffers kept registered with the RDMA device for GPUDirect RDMA (allocations); the least recently used goes first") \
   X(IB_CM, Int, "-1", "how ib queue pairs connect: 1 rdma_cm (rdma_connect/accept), 0 QP attributes over TCP, -1 rdma_cm on iWARP only") \
   X(NSOCKS, Int, "1", "TCP sockets per socket-transport connection (1..16); frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \

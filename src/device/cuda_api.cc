@@ -6,6 +6,8 @@
 // synchronises with every blocking stream, and would wait for the host call that waits for the copy).
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <map>
 #include <string>
@@ -48,18 +50,23 @@ int deviceOf(const void* ptr) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
 }
 
-// The start of the allocation holding ptr (the driver's cuMemGetAddressRange, reached through the runtime
-// so that loom does not link the driver library).
-bool allocationBase(const void* ptr, uintptr_t* base) {
+// A driver function, reached through the runtime so that loom does not link the driver library; null
+// when the driver is older than `version`.
+void* driverEntry(const char* name, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return fn;
+}
+
+// The allocation holding ptr: its start and size (the driver's cuMemGetAddressRange).
+bool allocationRange(const void* ptr, uintptr_t* base, size_t* bytes) {
   using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
-  static GetRange getRange = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    return reinterpret_cast<GetRange>(fn);
-  }();
+  static auto getRange = reinterpret_cast<GetRange>(driverEntry("cuMemGetAddressRange", 12000));
   unsigned long long b = 0;
   size_t size = 0;
   if (getRange == nullptr || getRange(&b, &size, reinterpret_cast<uintptr_t>(ptr)) != 0) {
@@ -67,7 +74,12 @@ bool allocationBase(const void* ptr, uintptr_t* base) {
     return false;
   }
   *base = static_cast<uintptr_t>(b);
+  *bytes = size;
   return true;
+}
+bool allocationBase(const void* ptr, uintptr_t* base) {
+  size_t bytes = 0;
+  return allocationRange(ptr, base, &bytes);
 }
 
 bool streamFor(int device, cudaStream_t* out) {
@@ -189,6 +201,44 @@ class CudaApi final : public DeviceApi {
                : loomUnhandledCudaError;
   }
   void ipcClose(void* base) override { cudaIpcCloseMemHandle(base); }
+
+  // cuMemGetHandleForAddressRange (CUDA 11.7 and a driver with dma-buf support: the open kernel
+  // modules) over the whole allocation, page aligned as the driver requires; the allocation's buffer id
+  // (CU_POINTER_ATTRIBUTE_BUFFER_ID) tells registrations of reused addresses apart.
+  loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override {
+    using GetHandle = int (*)(void*, unsigned long long, size_t, int, unsigned long long);
+    using GetAttribute = int (*)(void*, int, unsigned long long);
+    static auto getHandle = reinterpret_cast<GetHandle>(driverEntry("cuMemGetHandleForAddressRange", 11070));
+    static auto getAttribute = reinterpret_cast<GetAttribute>(driverEntry("cuPointerGetAttribute", 4000));
+    constexpr int kDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+    constexpr int kBufferId = 7;  // CU_POINTER_ATTRIBUTE_BUFFER_ID
+    if (getHandle == nullptr || getAttribute == nullptr) {
+      tlsLastError = "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf export needs CUDA 11.7)";
+      return loomUnhandledCudaError;
+    }
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    if (!allocationRange(ptr, &base, &bytes)) return loomUnhandledCudaError;
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t start = base & ~(page - 1), end = (base + bytes + page - 1) & ~(page - 1);
+    int fd = -1;
+    unsigned long long id = 0;
+    if (getHandle(&fd, start, end - start, kDmaBufFd, 0) != 0 || fd < 0) {
+      tlsLastError = "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed (the driver may not support dma-buf)";
+      return loomUnhandledCudaError;
+    }
+    if (getAttribute(&id, kBufferId, base) != 0) {
+      close(fd);
+      tlsLastError = "cuPointerGetAttribute(BUFFER_ID) failed";
+      return loomUnhandledCudaError;
+    }
+    out->fd = fd;
+    out->offset = base - start;
+    out->base = base;
+    out->length = bytes;
+    out->id = id;
+    return loomSuccess;
+  }
 
   std::string busIdOf(const void* ptr) override {
     int device = deviceOf(ptr);

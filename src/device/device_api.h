@@ -63,6 +63,18 @@ class DeviceApi {
   // another's memory (the same device, or peer-to-peer over NVLink or PCIe as the runtime allows).
   virtual std::string busIdOf(const void* ptr) = 0;
   virtual bool reaches(const std::string& fromBusId, const std::string& toBusId) = 0;
+  // GPUDirect RDMA: the whole allocation holding ptr as a dma-buf that an RDMA NIC can register
+  // (ibv_reg_dmabuf_mr).  *fd is a new descriptor the caller closes; the buffer spans `length` bytes at
+  // device address `base`, starting at `offset` in the dma-buf; `id` names the allocation for as long
+  // as it lives (a later allocation at the same address gets another id).
+  struct Dmabuf {
+    int fd = -1;
+    uint64_t offset = 0;
+    uint64_t base = 0;
+    size_t length = 0;
+    uint64_t id = 0;
+  };
+  virtual loomResult_t dmabufOf(const void* ptr, Dmabuf* out) = 0;
   // Why the last failing call failed, for the error message.
   virtual std::string lastErrorText() = 0;
 };

@@ -10,6 +10,7 @@
 #include "core/wait.h"
 #include "device/device_api.h"
 #include "device/direct_call.h"
+#include "device/gdr_path.h"
 
 namespace loom {
 
@@ -77,6 +78,10 @@ loomResult_t pollDevice(loomComm* comm, DeviceApi* api, const char* what, Poll p
 
 loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what) {
   return pollDevice(comm, api, what, [api](bool* done) { return api->copyDone(done); });
+}
+
+loomResult_t deviceCopy(loomComm* comm, DeviceApi* api, void* dst, const void* src, size_t bytes, const char* what) {
+  return copyAll(comm, api, {Copy{dst, src, bytes}}, what);
 }
 
 bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
@@ -164,6 +169,12 @@ loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args)
   bool staged = true;
   if (directCandidate(comm, args)) LOOM_CHECK(comm->fail(runDirect(comm, api, args, &staged)));
   if (!staged) return loomSuccess;
+  bool gdr = false;
+  LOOM_CHECK(comm->fail(gdrChosen(comm, api, args, &gdr)));
+  if (gdr) {
+    LOOM_TRACE(kColl, "device call: %s over GPUDirect RDMA", collName(args.coll));
+    return runCall(comm, args);
+  }
   return comm->fail(runStaged(comm, api, {args}, [comm](const std::vector<CollArgs>& onHost) {
     return runCall(comm, onHost[0]);
   }));

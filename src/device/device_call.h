@@ -49,13 +49,17 @@ class StagingPool {
 // sleeping between looks; bounded by the communicator's timeout and abort flag.
 loomResult_t waitDeviceWork(loomComm* comm, DeviceApi* api, const char* what);
 
+// Copies `bytes` between any two of host and device memory with the runtime's copy engine, and waits.
+loomResult_t deviceCopy(loomComm* comm, DeviceApi* api, void* dst, const void* src, size_t bytes, const char* what);
+
 // Runs `run` on host copies of the calls' device buffers: rewrites each call's device pointers to
 // staging buffers, copies the inputs in, runs, and (only if it succeeded) copies the outputs out.
 using CallsRunner = std::function<loomResult_t(const std::vector<CollArgs>&)>;
 loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArgs>& calls, const CallsRunner& run);
 
 // One call with device buffers (or on a device stream), start to end: read from the peers' GPUs where
-// every pair allows it (device/direct_call.h), else staged through host memory.
+// every pair allows it (device/direct_call.h), point-to-point calls over GPUDirect RDMA where the
+// topology allows it (device/gdr_path.h), else staged through host memory.
 loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args);
 
 // Queues each run on its communicator's progress engine so that all start once device stream `stream`

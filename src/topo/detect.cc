@@ -94,7 +94,7 @@ void netDevice(hwloc_obj_t pci, XmlNode* pciEl) {
         net->set("port", std::to_string(p.port));
         if (p.speedMbps > 0) net->set("speed", std::to_string(p.speedMbps));
         net->set("link_layer", p.linkLayer);
-        net->set("gdr", gpuPeerMemoryLoaded() ? "1" : "0");
+        net->set("gdr", gpuPeerMemoryLoaded() || gpuDmabufCapable() ? "1" : "0");
       }
       continue;
     }

@@ -8,7 +8,7 @@ namespace loom {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
+std::string formatNumber(const char* f, double v) {
   char b[64];
   snprintf(b, sizeof b, f, v);
   return b;
@@ -24,7 +24,7 @@ void treeNode(const TopoSystem& s, int node, int depth, std::ostringstream& os) 
   } else {
     if (!n.busId.empty() && n.type != NodeType::PciSwitch) os << " " << n.busId;
     if (n.parentLink >= 0) os << " [" << (s.links[n.parentLink].type == LinkType::Net ? "port " : "link ")
-                              << fmt("%.1f GB/s", s.links[n.parentLink].bw) << "]";
+                              << formatNumber("%.1f GB/s", s.links[n.parentLink].bw) << "]";
     if (n.type == NodeType::Gpu && n.sm) os << " sm " << n.sm;
     if (!n.migInstances.empty()) os << " MIG x" << n.migInstances.size();
     if (n.type == NodeType::Net) os << (n.gdr ? " gdr" : "") << (n.linkLayer.empty() ? "" : " " + n.linkLayer);
@@ -32,7 +32,7 @@ void treeNode(const TopoSystem& s, int node, int depth, std::ostringstream& os) 
   for (int l : n.links)
     if (s.links[l].type == LinkType::Nvl) {
       int peer = s.links[l].a == node ? s.links[l].b : s.links[l].a;
-      os << " nvlink->" << s.nodes[peer].name << fmt(" %.0f GB/s", s.links[l].bw);
+      os << " nvlink->" << s.nodes[peer].name << formatNumber(" %.0f GB/s", s.links[l].bw);
     }
   if (!n.note.empty()) os << " (" << n.note << ")";
   os << "\n";
@@ -50,7 +50,7 @@ std::string renderTree(const TopoSystem& s) {
     for (int l : s.nodes[c].links)
       if (s.links[l].type == LinkType::Sys && s.links[l].a == c)
         os << "  socket link " << s.nodes[c].name << "<->" << s.nodes[s.links[l].b].name
-           << fmt(": %.1f GB/s\n", s.links[l].bw);
+           << formatNumber(": %.1f GB/s\n", s.links[l].bw);
   for (int v : s.ofType(NodeType::NvSwitch)) os << "  NVS (NVSwitch fabric, " << s.nodes[v].links.size() << " GPU links)\n";
   return os.str();
 }
@@ -79,7 +79,7 @@ std::string renderPathMatrix(const TopoSystem& s) {
   for (int a : nodes) {
     os << s.nodes[a].name << std::string(w - s.nodes[a].name.size(), ' ');
     for (int b : nodes) {
-      std::string cell = a == b ? "-" : fmt("%.0f", s.path(a, b).bw);
+      std::string cell = a == b ? "-" : formatNumber("%.0f", s.path(a, b).bw);
       os << std::string(w - cell.size(), ' ') << cell;
     }
     os << "\n";
@@ -137,7 +137,7 @@ std::string renderPlan(const Cluster& c, const RoutePlan& plan, const TopoPolicy
       }
     os << (listed == 16 ? " ..." : "") << "\n";
   }
-  os << fmt("\nroute search: %.3f ms\n", plan.searchSeconds * 1e3);
+  os << formatNumber("\nroute search: %.3f ms\n", plan.searchSeconds * 1e3);
   return os.str();
 }
 
@@ -156,14 +156,14 @@ std::string renderDot(const Cluster& c, const RoutePlan& plan, int maxHosts) {
       const char* shape = n.type == NodeType::Cpu ? "box3d" : n.type == NodeType::Gpu ? "box" : n.type == NodeType::PciSwitch ? "diamond" : n.type == NodeType::NvSwitch ? "octagon" : "ellipse";
       const char* color = n.type == NodeType::Gpu ? "palegreen" : n.type == NodeType::Nic || n.type == NodeType::Net ? "lightblue" : n.type == NodeType::Cpu ? "lightgrey" : "white";
       std::string label = n.type == NodeType::PciSwitch ? "switch\\n" + n.busId : n.name;
-      if (n.type == NodeType::Nic) label += fmt("\\n%.0f Gb/s", s.nicBw(static_cast<int>(i)) * 8);
+      if (n.type == NodeType::Nic) label += formatNumber("\\n%.0f Gb/s", s.nicBw(static_cast<int>(i)) * 8);
       os << "    " << id(h, static_cast<int>(i)) << " [label=\"" << label << "\", shape=" << shape
          << ", style=filled, fillcolor=" << color << "];\n";
     }
     for (const TopoLink& l : s.links) {
       if (l.type == LinkType::Net) continue;
       const char* style = l.type == LinkType::Nvl ? "color=darkgreen, penwidth=2" : l.type == LinkType::Sys ? "color=red, style=dashed" : "color=black";
-      os << "    " << id(h, l.a) << " -- " << id(h, l.b) << " [label=\"" << fmt("%.0f", l.bw) << "\", " << style << "];\n";
+      os << "    " << id(h, l.a) << " -- " << id(h, l.b) << " [label=\"" << formatNumber("%.0f", l.bw) << "\", " << style << "];\n";
     }
     os << "  }\n";
   }

@@ -1,6 +1,12 @@
 #include "topo/verbs_ports.h"
 
 #include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "loom_build_config.h"
 
@@ -74,6 +80,18 @@ bool gpuPeerMemoryLoaded() {
   struct stat st {};
   return stat("/sys/kernel/mm/memory_peers/nv_mem/version", &st) == 0 || stat("/sys/module/nvidia_peermem", &st) == 0 ||
          stat("/sys/module/nv_peer_mem", &st) == 0;
+}
+
+bool gpuDmabufCapable() {
+  // RDMA dma-buf registration came with Linux 5.12; the NVIDIA driver exports dma-bufs from its open
+  // kernel modules, whose version banner says so.
+  utsname u{};
+  int major = 0, minor = 0;
+  if (uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2 || major * 100 + minor < 512)
+    return false;
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string banner((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return banner.find("Open Kernel Module") != std::string::npos;
 }
 
 }  // namespace loom

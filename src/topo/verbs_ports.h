@@ -23,7 +23,11 @@ int verbsLanes(uint8_t activeWidth);
 // The active ports of RDMA device `device` (empty without libibverbs in the build or without the device).
 std::vector<VerbsPort> verbsPorts(const std::string& device);
 
-// Whether a GPU memory peer module is loaded (nvidia-peermem / nv_peer_mem): without it no GPUDirect RDMA.
+// Whether a GPU memory peer module is loaded (nvidia-peermem / nv_peer_mem): NICs may register GPU
+// memory by its address.
 bool gpuPeerMemoryLoaded();
+// Whether NICs may register GPU memory as dma-bufs instead: Linux 5.12 or later and the NVIDIA open
+// kernel modules.  Without either, no GPUDirect RDMA.
+bool gpuDmabufCapable();
 
 }  // namespace loom

@@ -44,6 +44,9 @@ class SendQueue {
   // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
   // source must stay untouched until directDone() says every direct post was read.
   virtual bool canPostDirect() const { return false; }
+  // GPUDirect RDMA: whether postDirect may name device memory (the NIC reads it where it lies).  The
+  // transport only offers it; whether a call uses it is the topology's decision (device/device_call.h).
+  virtual bool postsDirectFromDevice() const { return false; }
   virtual void postDirect(const void* src, size_t bytes, uint64_t signature) {}
   virtual bool directDone() { return true; }
   virtual loomResult_t waitDirectDone(const WaitContext& ctx) { return loomSuccess; }
@@ -71,13 +74,14 @@ class RecvQueue {
   // Gives the slot returned by the last wait() back to the sender.
   virtual void release() = 0;
 
-  // Whether the slot returned by the last wait() is a direct post (its data pointer is then null) and,
-  // if so, copies its `bytes` from the sender's memory to dst.
   // True once the sending end went away (see SendQueue::peerClosed).
   virtual bool peerClosed() const { return false; }
   virtual Producer producer() const { return Producer::kPeer; }  // as SendQueue::producer
+  // Whether the slot returned by the last wait() is a direct post (its data pointer is then null) and,
+  // if so, copies its `bytes` from the sender's memory to dst (device memory too, where the sender's
+  // queue posts from device memory), before release().
   virtual bool isDirect() const { return false; }
-  virtual loomResult_t readDirect(void* dst) { return loomInternalError; }
+  virtual loomResult_t readDirect(void* dst, const WaitContext& ctx) { return loomInternalError; }
 };
 
 // What a transport promises for a pair of ranks; the selector takes the best estimate.

@@ -222,6 +222,26 @@ loomResult_t EmulatedDevice::ipcExport(const void* ptr, IpcHandle* handle) {
   return loomSuccess;
 }
 
+loomResult_t EmulatedDevice::dmabufOf(const void* ptr, Dmabuf* out) {
+  uintptr_t base = 0;
+  const Allocation* a = find(ptr, &base);
+  if (a == nullptr || a->fd < 0) {
+    lastError_ = "dmabufOf: not memory of this process's device";
+    return loomUnhandledCudaError;
+  }
+  out->fd = dup(a->fd);
+  if (out->fd < 0) {
+    lastError_ = std::string("dmabufOf: dup: ") + std::strerror(errno);
+    return loomUnhandledCudaError;
+  }
+  dmabufExports_.fetch_add(1);
+  out->offset = 0;
+  out->base = base;
+  out->length = a->bytes;
+  out->id = a->serial;
+  return loomSuccess;
+}
+
 loomResult_t EmulatedDevice::ipcOpen(const IpcHandle& handle, const void*, void** base) {
   EmulatedIpc h;
   std::memcpy(&h, handle.bytes, sizeof h);

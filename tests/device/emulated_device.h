@@ -8,7 +8,10 @@
 //   call blocks its stream until it returns, as cudaLaunchHostFunc does.
 // - Copies (copyStart) and reductions run at once on the calling thread.
 // - IPC: a handle names the exporting process and its memfd; opening it maps the same memory here (through
-//   /proc/PID/fd), again unreadable by the host.  All emulated devices are one GPU ("emulated0").
+//   /proc/PID/fd), again unreadable by the host.  All emulated devices are one GPU ("emulated0" unless
+//   a test names its PCI bus id).
+// - dma-buf: an allocation's memfd, duplicated: the emulated verbs device (tests/transport/
+//   emulated_verbs.h) maps it to reach the memory, as an RDMA NIC reaches GPU memory (GPUDirect RDMA).
 #pragma once
 
 #include <atomic>
@@ -45,6 +48,8 @@ class EmulatedDevice final : public DeviceApi {
   int pinnedLive() const { return pinnedLive_.load(); }  // page-locked buffers not freed yet
   int ipcOpened() const { return ipcOpened_.load(); }    // peers' allocations mapped so far
   void refuseIpc(bool refuse) { refuseIpc_ = refuse; }  // as a runtime that cannot share this memory
+  int dmabufExports() const { return dmabufExports_.load(); }  // dma-bufs handed out so far
+  void setBusId(const std::string& id) { busId_ = id; }  // the PCI bus id the GPU reports
 
   // DeviceApi
   const char* name() const override { return "emulated device"; }
@@ -63,7 +68,8 @@ class EmulatedDevice final : public DeviceApi {
   loomResult_t ipcExport(const void* ptr, IpcHandle* handle) override;
   loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) override;
   void ipcClose(void* base) override;
-  std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? "emulated0" : ""; }
+  loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override;
+  std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? busId_ : ""; }
   bool reaches(const std::string& from, const std::string& to) override { return !from.empty() && from == to; }
   std::string lastErrorText() override { return lastError_; }
 
@@ -96,6 +102,8 @@ class EmulatedDevice final : public DeviceApi {
   std::atomic<int> ipcOpened_{0};
   uint64_t serial_ = 0;  // under mutex_
   std::atomic<bool> refuseIpc_{false};
+  std::atomic<int> dmabufExports_{0};
+  std::string busId_ = "emulated0";
   std::string lastError_;
 };
 

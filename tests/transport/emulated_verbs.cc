@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +41,10 @@ struct State {
   std::map<ibv_cq*, std::deque<ibv_wc>> cqs;
   std::map<uint32_t, Qp*> qps;
   std::map<uint32_t, int> access;  // by key
+  // Where the emulator reaches each region (by key): its own address, or its mapping of a dma-buf.
+  std::map<uint32_t, char*> hostAt;
+  std::map<uint32_t, size_t> mappedBytes;  // dma-buf regions: the mapping to undo
+  uint64_t reads = 0, dmabufRegistrations = 0;
   uint64_t withImm = 0, plain = 0;
   std::map<uint32_t, uint64_t> writesByQpn;  // qpn (creation order) -> RDMA writes posted
   uint64_t shuffleState = 0x9e3779b97f4a7c15ull;
@@ -131,27 +136,83 @@ ibv_mr* findMr(uint32_t key, uint64_t addr, uint64_t length, int access) {
   return mr;
 }
 
+// The emulator's address of byte `addr` of region `mr` (for a dma-buf region, inside its mapping).
+char* hostOf(const ibv_mr* mr, uint64_t addr) {
+  return g.hostAt[mr->lkey] + (addr - reinterpret_cast<uint64_t>(mr->addr));
+}
+
+// An RDMA READ: the peer's registered bytes (its region must allow remote reads) land in the local
+// scatter list (which must allow local writes).  Caller holds g.mu; q is in RTS.
+void postRead(Qp* q, const ibv_send_wr* wr) {
+  const uint32_t qpn = q->qp.qp_num;
+  auto peerIt = g.qps.find(q->dest);
+  Qp* peer = peerIt == g.qps.end() ? nullptr : peerIt->second;
+  if (peer == nullptr || peer->state == IBV_QPS_ERR || peer->state == IBV_QPS_RESET) {
+    complete(q->cq, wr->wr_id, IBV_WC_RETRY_EXC_ERR, IBV_WC_RDMA_READ, qpn);
+    toError(q);
+    return;
+  }
+  uint64_t total = 0;
+  for (int k = 0; k < wr->num_sge; ++k) total += wr->sg_list[k].length;
+  const ibv_mr* remote = findMr(wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, total, IBV_ACCESS_REMOTE_READ);
+  if (remote == nullptr) {
+    complete(q->cq, wr->wr_id, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_READ, qpn);
+    toError(q);
+    toError(peer);
+    return;
+  }
+  const char* from = hostOf(remote, wr->wr.rdma.remote_addr);
+  for (int k = 0; k < wr->num_sge; ++k) {
+    const ibv_sge& sge = wr->sg_list[k];
+    const ibv_mr* local = findMr(sge.lkey, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE);
+    if (local == nullptr) {
+      complete(q->cq, wr->wr_id, IBV_WC_LOC_PROT_ERR, IBV_WC_RDMA_READ, qpn);
+      toError(q);
+      return;
+    }
+    std::memcpy(hostOf(local, sge.addr), from, sge.length);
+    from += sge.length;
+  }
+  ++g.reads;
+  if (wr->send_flags & IBV_SEND_SIGNALED) complete(q->cq, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, qpn, static_cast<uint32_t>(total));
+}
+
+ibv_wc_opcode completionOf(ibv_wr_opcode op) {
+  return op == IBV_WR_SEND ? IBV_WC_SEND : op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
+}
+
 int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard<std::mutex> lock(g.mu);
   Qp* q = g.qps.at(qp->qp_num);
   for (; wr != nullptr; wr = wr->next) {
     *bad = wr;
     if (q->state == IBV_QPS_ERR) {  // as hardware does: accepted, then flushed with an error completion
-      complete(q->cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
-               qp->qp_num);
+      complete(q->cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, completionOf(wr->opcode), qp->qp_num);
       continue;
     }
     if (q->state != IBV_QPS_RTS) return errno = EINVAL;
     if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && g.options.iwarp) return errno = EOPNOTSUPP;
-    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_SEND)
+    if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_SEND &&
+        wr->opcode != IBV_WR_RDMA_READ)
       return errno = EINVAL;
+    if (wr->opcode == IBV_WR_RDMA_READ) {
+      postRead(q, wr);
+      continue;
+    }
     // Gather the local data (inline data is read at post time, without a key).
     std::vector<char> data;
     bool localOk = true;
     for (int k = 0; k < wr->num_sge; ++k) {
       const ibv_sge& sge = wr->sg_list[k];
-      if (!(wr->send_flags & IBV_SEND_INLINE) && findMr(sge.lkey, sge.addr, sge.length, 0) == nullptr) localOk = false;
       const char* p = reinterpret_cast<const char*>(sge.addr);
+      if (!(wr->send_flags & IBV_SEND_INLINE)) {
+        const ibv_mr* mr = findMr(sge.lkey, sge.addr, sge.length, 0);
+        if (mr == nullptr) {
+          localOk = false;
+          continue;
+        }
+        p = hostOf(mr, sge.addr);
+      }
       data.insert(data.end(), p, p + sge.length);
     }
     const ibv_wc_opcode localOp = wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
@@ -176,7 +237,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         toError(peer);
         continue;
       }
-      std::memcpy(reinterpret_cast<char*>(wr->wr.rdma.remote_addr), data.data(), data.size());
+      std::memcpy(hostOf(mr, wr->wr.rdma.remote_addr), data.data(), data.size());
       (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
       ++g.writesByQpn[qp->qp_num];
     }
@@ -501,12 +562,41 @@ const VerbsApi kApi = {
       mr->lkey = mr->rkey = g.nextKey++;
       g.mrs[mr->lkey] = mr;
       g.access[mr->lkey] = access | IBV_ACCESS_LOCAL_WRITE;
+      g.hostAt[mr->lkey] = static_cast<char*>(addr);
+      return mr;
+    },
+    // A dma-buf (an emulated device allocation's memfd): mapped here, as a NIC maps the GPU's pages.
+    [](ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) -> ibv_mr* {
+      const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      const size_t skip = offset % page, bytes = skip + length;
+      void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset - skip));
+      if (map == MAP_FAILED) return nullptr;
+      std::lock_guard<std::mutex> lock(g.mu);
+      auto* mr = new ibv_mr{};
+      mr->pd = pd;
+      mr->context = pd->context;
+      mr->addr = reinterpret_cast<void*>(iova);
+      mr->length = length;
+      mr->lkey = mr->rkey = g.nextKey++;
+      g.mrs[mr->lkey] = mr;
+      g.access[mr->lkey] = access | IBV_ACCESS_LOCAL_WRITE;
+      g.hostAt[mr->lkey] = static_cast<char*>(map) + skip;
+      g.mappedBytes[mr->lkey] = bytes;
+      ++g.dmabufRegistrations;
       return mr;
     },
     [](ibv_mr* mr) {
       std::lock_guard<std::mutex> lock(g.mu);
+      auto mapped = g.mappedBytes.find(mr->lkey);
+      if (mapped != g.mappedBytes.end()) {
+        const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        char* start = g.hostAt[mr->lkey];
+        munmap(start - (reinterpret_cast<uintptr_t>(start) % page), mapped->second);
+        g.mappedBytes.erase(mapped);
+      }
       g.mrs.erase(mr->lkey);
       g.access.erase(mr->lkey);
+      g.hostAt.erase(mr->lkey);
       delete mr;
       return 0;
     },
@@ -550,6 +640,7 @@ const VerbsApi& install(const Options& options) {
     std::strcpy(g.device.name, options.iwarp ? "emu_siw0" : options.roce ? "emu_rxe0" : "emu_ib0");
     g.device.transport_type = options.iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;
     g.withImm = g.plain = 0;
+    g.reads = g.dmabufRegistrations = 0;
     g.writesByQpn.clear();
     g.cmEstablished = g.cmRejected = 0;
     g.cmContext = ibv_context{};
@@ -584,6 +675,8 @@ std::vector<uint64_t> writesPerQp() {
   return v;
 }
 uint64_t cmRejected() { return counter(&State::cmRejected); }
+uint64_t reads() { return counter(&State::reads); }
+uint64_t dmabufRegistrations() { return counter(&State::dmabufRegistrations); }
 
 }  // namespace emulated
 }  // namespace loom

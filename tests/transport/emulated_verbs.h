@@ -2,8 +2,9 @@
 // whose queue pairs live in this process and move bytes between registered regions.  RC semantics that
 // the transport relies on are kept: in-order delivery per QP, a write's data visible before the
 // completion of anything posted after it, receive buffers consumed in order, bounds and keys checked
-// (a bad key or range is a remote access error), an error state that flushes posted receives and
-// every work request posted after it.
+// (a bad key or range is a remote access error), RDMA READ from regions that allow it, regions
+// registered from a dma-buf (mapped here, the way a NIC reaches GPU memory), an error state that
+// flushes posted receives and every work request posted after it.
 // Its rdma_cm (listen, resolve, connect with private data, accept or reject, events on a pollable
 // channel) connects queue pairs the way the kernel does for iWARP.  Options make it behave like an iWARP
 // device (no WRITE WITH IMMEDIATE: posting one fails; queue pairs cannot be moved to RTR/RTS by verbs,
@@ -36,6 +37,9 @@ uint64_t writesWithImm();
 uint64_t plainWrites();
 // RDMA writes (either kind) per queue pair that posted them, in queue-pair creation order.
 std::vector<uint64_t> writesPerQp();
+// RDMA READs completed, and regions registered from a dma-buf (GPU memory), since install().
+uint64_t reads();
+uint64_t dmabufRegistrations();
 // rdma_cm connections accepted and requests rejected since install().
 uint64_t cmEstablished();
 uint64_t cmRejected();

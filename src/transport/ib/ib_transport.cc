@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -14,6 +15,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "core/socket.h"
+#include "device/device_api.h"
+#include "transport/ib/device_mr.h"
 #include "transport/ib/mr_cache.h"
 #include "transport/ib/verbs_api.h"
 #include "transport/net/hello.h"
@@ -311,7 +314,8 @@ class IbConnection {
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = dev_.port;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    // Remote reads: a direct frame's receiver reads the sender's buffer (GPUDirect RDMA).
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
     if (api_.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
       return fail("INIT");
     a = ibv_qp_attr{};
@@ -349,6 +353,9 @@ class IbConnection {
   }
 
   char* slot(size_t i) { return slots_.data + i * stride_; }
+  // The protection domain the queue pairs are on (registrations must be made there).
+  ibv_pd* pd() const { return cmPd_ != nullptr ? cmPd_ : dev_.pd; }
+  const VerbsApi& api() const { return api_; }
   size_t nslots() const { return nslots_; }
   // The queue pair that carries everything about the peer's slot `remote`.
   int qpOf(size_t remote) const { return static_cast<int>(remote % qps_.size()); }
@@ -419,6 +426,8 @@ class IbConnection {
           std::memcpy(&note, notes_.data + wc[k].wr_id * kNoteBytes, sizeof note);
           onNote(note);
           if (!postRecv(wc[k].wr_id)) return *why = "cannot repost a receive", false;
+        } else if (wc[k].wr_id == kReadWr) {
+          ++readsDone_;
         } else {
           --outstanding_;  // our own write or note completed
         }
@@ -436,13 +445,41 @@ class IbConnection {
   }
   int outstanding() const { return outstanding_; }
 
+  // Reads `bytes` of the peer's region (address, key) into local region `mr` at dst, one RDMA READ of at
+  // most 1 GiB at a time (one read in flight: the queue pairs allow one), on queue pair 0.  onNote and
+  // `between` as for progressUntil.
+  template <typename OnNote, typename Between>
+  bool read(ibv_mr* mr, char* dst, uint64_t address, uint32_t key, size_t bytes, OnNote onNote, Between between,
+            const std::atomic<bool>& stop, std::string* why) {
+    constexpr size_t kMaxRead = size_t{1} << 30;
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(kMaxRead, bytes - done);
+      ibv_sge sge{reinterpret_cast<uint64_t>(dst + done), static_cast<uint32_t>(n), mr->lkey};
+      ibv_send_wr wr{};
+      wr.wr_id = kReadWr;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = address + done;
+      wr.wr.rdma.rkey = key;
+      ibv_send_wr* bad = nullptr;
+      if (api_.postSend(qps_[0].qp, &wr, &bad) != 0)
+        return *why = "cannot post an RDMA read: " + std::string(strerror(errno)), false;
+      const uint64_t target = readsDone_ + 1;
+      if (!progressUntil([&] { return between(), readsDone_ == target; }, onNote, stop, why)) return false;
+      done += n;
+    }
+    return true;
+  }
+
  private:
   struct Qp {
     ibv_qp* qp = nullptr;
     rdma_cm_id* cmId = nullptr;  // rdma_cm mode: the identifier the queue pair was made on
     uint32_t psn = 0;
   };
-  static constexpr uint64_t kNoteWr = ~0ull, kWriteWr = ~0ull - 1;
+  static constexpr uint64_t kNoteWr = ~0ull, kWriteWr = ~0ull - 1, kReadWr = ~0ull - 2;
   // One receive per note that may be in flight on one queue pair (credits and notifications share them).
   size_t notesPerQp() const { return 2 * nslots_; }
   bool postReceives(int k) {
@@ -501,6 +538,7 @@ class IbConnection {
   QpInfo peer_{};
   bool useImm_ = true;
   int outstanding_ = 0;
+  uint64_t readsDone_ = 0;
 };
 
 // ---- the two wires ----
@@ -514,20 +552,38 @@ class IbSendWire : public SendWire {
       // Each credit frees the receiver's next slot in ring order.  Credits of different queue pairs may
       // arrive out of order, but a credit for slot s is only sent once every slot before s was granted,
       // so counting them is enough.
-      if (!conn_->progressUntil([&] { return credits_ > 0; }, [&](uint64_t) { ++credits_; }, stop, why)) return false;
+      if (!conn_->progressUntil([&] { return credits_ > 0; }, countCredit(), stop, why)) return false;
       --credits_;
-      FrameHeader h{frames[k].bytes, frames[k].signature};
+      FrameHeader h{frames[k].bytes | (frames[k].direct ? kDirectFrame : 0), frames[k].signature};
       std::memcpy(conn_->slot(frames[k].slot), &h, sizeof h);
       if (!conn_->postWrite(frames[k].slot, written_ % conn_->peer().nslots, frames[k].bytes, why)) return false;
       ++written_;
     }
     // The slots are reusable once their writes completed (the data then sits in the peer's memory).
-    return conn_->progressUntil([&] { return conn_->outstanding() == 0; }, [&](uint64_t) { ++credits_; }, stop, why);
+    return conn_->progressUntil([&] { return conn_->outstanding() == 0; }, countCredit(), stop, why);
+  }
+
+  // Direct frames from GPU memory (GPUDirect RDMA): the receiver reads the buffer where it lies.  Host
+  // buffers are not offered: registering them per call costs more than the copy into a slot saves.
+  bool offersDeviceMemory() const override { return deviceApi() != nullptr; }
+  bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) override {
+    ibv_mr* mr = deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, IBV_ACCESS_REMOTE_READ, why);
+    if (mr == nullptr) return false;
+    *ref = DirectRef{reinterpret_cast<uint64_t>(src), bytes, mr->rkey, 0};
+    return true;
+  }
+  // The receiver grants slot s again only once it released the frame in it, and grants in ring order:
+  // every frame written so far is released once nslots credits more than frames written have come.
+  bool awaitReleased(const std::atomic<bool>& stop, std::string* why) override {
+    return conn_->progressUntil([&] { return granted_ >= written_ + conn_->peer().nslots; }, countCredit(), stop, why);
   }
 
  private:
+  std::function<void(uint64_t)> countCredit() {
+    return [this](uint64_t) { ++credits_, ++granted_; };
+  }
   std::unique_ptr<IbConnection> conn_;
-  uint64_t credits_ = 0, written_ = 0;
+  uint64_t credits_ = 0, written_ = 0, granted_ = 0;
 };
 
 class IbRecvWire : public RecvWire {
@@ -644,23 +700,47 @@ class IbRecvWire : public RecvWire {
       grantFreed();
       return arrived_[index] != 0 || badIndex_ || !grantError_.empty();
     };
-    const auto onNote = [&](uint64_t i) {
-      if (i >= arrived_.size() || arrived_[i] != 0) badIndex_ = true;
-      else arrived_[i] = 1;
-    };
-    if (!conn_->progressUntil(arrivedOrFailed, onNote, stop, why)) return false;
+    if (!conn_->progressUntil(arrivedOrFailed, markArrived(), stop, why)) return false;
     if (!grantError_.empty()) return *why = grantError_, false;
     if (badIndex_) return *why = "the peer announced a slot it may not write", false;
     arrived_[index] = 0;
     FrameHeader h{};
     std::memcpy(&h, conn_->slot(index), sizeof h);
-    if (!frameFits(h, capacity, why)) return false;
-    *bytes = h.bytes;
+    if (!frameFits(FrameHeader{h.bytes & ~kDirectFrame, h.signature}, capacity, why)) return false;
+    *bytes = h.bytes;  // the staged queue reads the direct flag
     *signature = h.signature;
     return true;
   }
 
+  // A direct frame: RDMA READ from the sender's buffer into dst, registered as GPU memory (GPUDirect
+  // RDMA) or, for a host buffer, for this read only.
+  bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,
+                  const std::atomic<bool>& stop, std::string* why) override {
+    const VerbsApi& api = conn_->api();
+    const int access = IBV_ACCESS_LOCAL_WRITE;
+    DeviceApi* device = deviceApi();
+    const bool onDevice = device != nullptr && device->isDeviceMemory(dst);
+    ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, access, why)
+                          : api.regMr(conn_->pd(), dst, ref.bytes, access);
+    if (mr == nullptr) {
+      if (!onDevice) *why = "cannot register the receive buffer: " + std::string(strerror(errno));
+      return false;
+    }
+    const bool ok = conn_->read(mr, static_cast<char*>(dst), ref.address, ref.key, ref.bytes, markArrived(),
+                                grantFreed, stop, why);
+    if (!onDevice) api.deregMr(mr);
+    return ok;
+  }
+
  private:
+  // Notes and immediates name the slot written (see receive()).
+  std::function<void(uint64_t)> markArrived() {
+    return [this](uint64_t i) {
+      if (i >= arrived_.size() || arrived_[i] != 0) badIndex_ = true;
+      else arrived_[i] = 1;
+    };
+  }
+
   std::unique_ptr<IbConnection> conn_;
   int listenFd_;
   std::unique_ptr<CmEndpoint> cmListener_;

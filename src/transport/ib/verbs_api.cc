@@ -52,6 +52,9 @@ const VerbsApi kRdmaCore = {
     [](ibv_context* c) { return ibv_alloc_pd(c); },
     [](ibv_pd* pd) { return ibv_dealloc_pd(pd); },
     [](ibv_pd* pd, void* a, size_t n, int access) { return ibv_reg_mr(pd, a, n, access); },
+    [](ibv_pd* pd, uint64_t offset, size_t n, uint64_t iova, int fd, int access) {
+      return ibv_reg_dmabuf_mr(pd, offset, n, iova, fd, access);
+    },
     [](ibv_mr* mr) { return ibv_dereg_mr(mr); },
     [](ibv_context* c, int cqe) { return ibv_create_cq(c, cqe, nullptr, nullptr, 0); },
     [](ibv_cq* cq) { return ibv_destroy_cq(cq); },

@@ -45,6 +45,8 @@ struct VerbsApi {
   ibv_pd* (*allocPd)(ibv_context* context);
   int (*deallocPd)(ibv_pd* pd);
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access);
+  // Device memory exported as a dma-buf (GPUDirect RDMA), addressed by `iova` in work requests.
+  ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
   int (*deregMr)(ibv_mr* mr);
   ibv_cq* (*createCq)(ibv_context* context, int cqe);
   int (*destroyCq)(ibv_cq* cq);

@@ -1,6 +1,7 @@
 #include "transport/net/staged_queue.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/params.h"
@@ -16,6 +17,12 @@ struct StagedRing {
   size_t slotBytes;
   std::vector<size_t> bytes;
   std::vector<uint64_t> signatures;
+  std::vector<char> direct;  // per slot: it holds a DirectRef
+  // Receiving side: the rank asks the I/O thread to read a direct frame (readsAsked), and waits until
+  // it has (readsServed).
+  DirectRef readRef{};
+  void* readDst = nullptr;
+  std::atomic<uint32_t> readsAsked{0}, readsServed{0};
   std::atomic<uint32_t> produced{0}, consumed{0};
   std::atomic<uint32_t> rankSleeping{0}, threadSleeping{0};
   std::atomic<bool> stop{false};
@@ -24,7 +31,7 @@ struct StagedRing {
   std::string error;
 
   StagedRing(size_t n, size_t slotSize, const std::function<void*(size_t)>& provided)
-      : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0) {
+      : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0), direct(n, 0) {
     for (size_t i = 0; i < n; ++i) {
       slots[i] = provided(i);
       if (slots[i] == nullptr) {
@@ -142,7 +149,37 @@ void StagedSendQueue::post(size_t bytes, uint64_t signature) {
   const size_t i = posted_ % r.size();
   r.bytes[i] = bytes;
   r.signatures[i] = signature;
+  r.direct[i] = 0;
   publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+}
+
+void StagedSendQueue::postDirect(const void* src, size_t bytes, uint64_t signature) {
+  StagedRing& r = *ring_;
+  const size_t i = posted_ % r.size();
+  DirectRef ref{};
+  std::string why;
+  if (!wire_->offerDirect(src, bytes, &ref, &why)) {
+    directError_ = why;  // nothing posted: waitDirectDone reports it
+    return;
+  }
+  std::memcpy(r.slots[i], &ref, sizeof ref);
+  r.bytes[i] = sizeof ref;
+  r.signatures[i] = signature;
+  r.direct[i] = 1;
+  publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+}
+
+bool StagedSendQueue::directDone() {
+  return !directError_.empty() || ring_->consumed.load() == posted_ || ring_->failed.load();
+}
+
+loomResult_t StagedSendQueue::waitDirectDone(const WaitContext& ctx) {
+  if (!directError_.empty()) {
+    const std::string why = directError_;
+    directError_.clear();
+    return setError(loomSystemError, "direct send to rank %d: %s", peer_, why.c_str());
+  }
+  return flush(ctx);
 }
 
 loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
@@ -169,13 +206,24 @@ void StagedSendQueue::run() {
     frames.clear();
     for (uint32_t k = 0; k < batch; ++k) {
       const size_t i = (sent + k) % r.size();
-      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i], i});
+      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i], i, r.direct[i] != 0});
     }
     if (!wire_->send(frames.data(), frames.size(), r.stop, &why)) {
       if (!r.stop.load()) r.fail("connection lost: " + why);
       return;
     }
     sent += batch;
+    bool direct = false;
+    for (const Frame& f : frames) direct |= f.direct;
+    if (direct) {
+      // A direct frame's bytes are the rank's own buffer: it is free again once the peer has read them.
+      if (!wire_->awaitReleased(r.stop, &why)) {
+        if (!r.stop.load()) r.fail("connection lost: " + why);
+        return;
+      }
+      publishAndWake(&r.consumed, sent, &r.rankSleeping);
+      continue;
+    }
     if (r.produced.load() == sent) {
       // Idle: drain before the last slot counts as consumed, since flush() waits for exactly that.
       // The batch's other slots are free for the rank meanwhile.
@@ -215,6 +263,36 @@ void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature
   *data = ring_->slots[i];
   *bytes = ring_->bytes[i];
   *signature = ring_->signatures[i];
+  if (ring_->direct[i]) {
+    DirectRef ref;
+    std::memcpy(&ref, ring_->slots[i], sizeof ref);
+    *data = nullptr;
+    *bytes = ref.bytes;
+  }
+}
+
+bool StagedRecvQueue::isDirect() const { return ring_->direct[released_ % ring_->size()] != 0; }
+
+loomResult_t StagedRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
+  StagedRing& r = *ring_;
+  std::memcpy(&r.readRef, r.slots[released_ % r.size()], sizeof r.readRef);
+  r.readDst = dst;
+  const uint32_t ticket = r.readsAsked.load() + 1;
+  r.readsAsked.store(ticket);
+  publishAndWake(&r.consumed, r.consumed.load(), &r.threadSleeping);  // the I/O thread may sleep on it
+  LOOM_CHECK(waitUntil([&] { return r.readsServed.load() == ticket || r.failed.load(); }, &r.readsServed,
+                       &r.rankSleeping, ctx, producer()));
+  if (r.readsServed.load() != ticket) return netFailure(ctx, peer_, "receive from", r.why());
+  return loomSuccess;
+}
+
+bool StagedRecvQueue::serveRead(const std::function<void()>& grantFreed, std::string* why) {
+  StagedRing& r = *ring_;
+  const uint32_t asked = r.readsAsked.load();
+  if (asked == r.readsServed.load() || r.failed.load()) return true;  // nothing asked, or no use trying
+  if (!wire_->readDirect(r.readRef, r.readDst, grantFreed, r.stop, why)) return false;
+  publishAndWake(&r.readsServed, asked, &r.rankSleeping);
+  return true;
 }
 
 loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
@@ -247,20 +325,34 @@ void StagedRecvQueue::run() {
     for (const uint32_t free = r.consumed.load() + static_cast<uint32_t>(r.size()); granted != free; ++granted)
       wire_->grant(granted % r.size());
   };
-  for (;;) {
-    if (!r.threadWait(&r.consumed, [&] { return filled - r.consumed.load() < r.size(); })) return;
+  // While waiting for the next frame: grants, and the direct read the rank asked for (it holds the
+  // frame before this one).  A failed read fails the queue; the rank sees it.
+  const std::function<void()> between = [&] {
     grantFreed();
+    std::string readWhy;
+    if (!serveRead(grantFreed, &readWhy) && !r.stop.load()) r.fail("direct read: " + readWhy);
+  };
+  const auto readAsked = [&] { return r.readsAsked.load() != r.readsServed.load(); };
+  for (;;) {
+    if (!r.threadWait(&r.consumed, [&] { return filled - r.consumed.load() < r.size() || readAsked(); })) return;
+    between();
+    if (r.failed.load()) return;
+    if (filled - r.consumed.load() >= r.size()) continue;  // woken for a read only
     const size_t i = filled % r.size();
     size_t bytes = 0;
     uint64_t signature = 0;
-    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, grantFreed, r.stop, &why)) {
+    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, between, r.stop, &why)) {
       if (!r.stop.load()) r.fail(why);
       return;
     }
-    if (!frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why)) {
+    const bool direct = (bytes & kDirectFrame) != 0;
+    bytes &= ~kDirectFrame;
+    if (!frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why) ||
+        (direct && bytes != sizeof(DirectRef) && (why = "the peer sent a malformed direct frame", true))) {
       r.fail(why);
       return;
     }
+    r.direct[i] = direct;
     r.bytes[i] = bytes;
     r.signatures[i] = signature;
     publishAndWake(&r.produced, ++filled, &r.rankSleeping);

@@ -27,12 +27,25 @@ struct Frame {
   size_t bytes;
   uint64_t signature;
   size_t slot;  // index of the slot in the sender's ring
+  bool direct = false;  // the payload is a DirectRef (see below)
 };
 
 // What every wire sends ahead of a frame's payload (or, for ib, writes at the start of the slot).
 struct FrameHeader {
-  uint64_t bytes;
+  uint64_t bytes;  // kDirectFrame set: the payload is a DirectRef
   uint64_t signature;
+};
+constexpr uint64_t kDirectFrame = uint64_t{1} << 63;
+
+// A direct post on a wire that offers them (rendezvous): instead of the bytes, the frame carries where
+// they lie in the sender's registered memory, and the receiver reads them from there into its buffer
+// (an RDMA READ for ib; from device memory where it lies: GPUDirect RDMA).  The sender's slot counts as
+// consumed only once the receiver released the frame, i.e. finished reading.
+struct DirectRef {
+  uint64_t address;
+  uint64_t bytes;
+  uint32_t key;
+  uint32_t reserved;
 };
 // A header from the peer announcing more than a slot holds is refused, with this reason.
 bool frameFits(const FrameHeader& h, size_t capacity, std::string* why);
@@ -58,6 +71,14 @@ class SendWire {
   virtual bool drain(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called once the queue stops (before the thread exits): unblock anything in flight.
   virtual void shutdown() {}
+  // Direct posts (see DirectRef), for wires that offer them from device memory.  offerDirect runs on the
+  // rank's thread: it registers the bytes for the peer's read and describes them.
+  virtual bool offersDeviceMemory() const { return false; }
+  virtual bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) {
+    return *why = "this transport has no direct posts", false;
+  }
+  // After a batch holding a direct frame: returns once the receiver released every frame sent so far.
+  virtual bool awaitReleased(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called by the I/O thread last, when the queue was destroyed with everything it posted sent: a wire
   // whose connection could drop data still in flight when it closes says goodbye first.
   virtual void finish() {}
@@ -78,6 +99,12 @@ class RecvWire {
                        const std::function<void()>& grantFreed, const std::atomic<bool>& stop,
                        std::string* why) = 0;
   virtual void shutdown() {}
+  // Reads a direct frame's bytes from the sender's memory into dst (host or device memory), on the I/O
+  // thread; like receive(), calls grantFreed() while it waits.
+  virtual bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,
+                          const std::atomic<bool>& stop, std::string* why) {
+    return *why = "this transport has no direct posts", false;
+  }
 };
 
 // A connection that failed almost always means its peer is exiting: asks the liveness probe (which also
@@ -97,6 +124,10 @@ class StagedSendQueue : public SendQueue {
   bool needsFlush() const override { return true; }
   Producer producer() const override { return Producer::kOwnThread; }
   loomResult_t flush(const WaitContext& ctx) override;
+  bool postsDirectFromDevice() const override { return wire_->offersDeviceMemory(); }
+  void postDirect(const void* src, size_t bytes, uint64_t signature) override;
+  bool directDone() override;
+  loomResult_t waitDirectDone(const WaitContext& ctx) override;
 
  private:
   bool hasFree() const;
@@ -106,6 +137,7 @@ class StagedSendQueue : public SendQueue {
   std::unique_ptr<StagedRing> ring_;
   int peer_;
   uint32_t posted_ = 0;
+  std::string directError_;  // the last direct post could not be offered
   std::thread thread_;
 };
 
@@ -118,11 +150,14 @@ class StagedRecvQueue : public RecvQueue {
   bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override;
   void release() override;
   Producer producer() const override { return Producer::kOwnThread; }
+  bool isDirect() const override;
+  loomResult_t readDirect(void* dst, const WaitContext& ctx) override;
 
  private:
   bool ready() const;
   void take(const void** data, size_t* bytes, uint64_t* signature);
   void run();
+  bool serveRead(const std::function<void()>& grantFreed, std::string* why);
 
   std::unique_ptr<RecvWire> wire_;
   std::unique_ptr<StagedRing> ring_;

@@ -124,7 +124,7 @@ class ShmRecvQueue : public RecvQueue {
 
   bool isDirect() const override { return source_ != 0; }
 
-  loomResult_t readDirect(void* dst) override {
+  loomResult_t readDirect(void* dst, const WaitContext&) override {
     if (readFromProcess(sender_, source_, dst, bytes_) != loomSuccess) {
       const loomResult_t r = setError(loomRemoteError, "shm: cannot read rank %d's data (pid %d): %s", peer_,
                                       static_cast<int>(sender_), std::string(lastErrorDetail()).c_str());

@@ -1,0 +1,65 @@
+#include "device/gdr_path.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "device/device_api.h"
+#include "topo/decisions.h"
+
+namespace loom {
+
+namespace {
+
+// The topology's word on GPUDirect RDMA between the GPU holding ptr and this rank's NIC.
+Decision topologyDecision(const loomComm* comm, DeviceApi* api, const void* ptr) {
+  if (comm->cluster == nullptr) return {"off", "no topology model"};
+  const Cluster& c = *comm->cluster;
+  const TopoSystem& sys = c.sys(comm->rank);
+  std::string bus = api->busIdOf(ptr);
+  std::transform(bus.begin(), bus.end(), bus.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const int gpu = sys.findBusId(bus);
+  if (gpu < 0 || sys.nodes[gpu].type != NodeType::Gpu)
+    return {"off", "GDR off: the buffer's GPU (" + (bus.empty() ? std::string("bus id unknown") : bus) +
+                       ") is not in this host's topology"};
+  const int nic = c.ranks[comm->rank].nic;
+  if (nic < 0) return {"off", "GDR off: this rank has no NIC"};
+  return gdrDecision(sys, gpu, nic, comm->topoPolicy);
+}
+
+}  // namespace
+
+loomResult_t gdrChosen(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* chosen) {
+  *chosen = false;
+  const bool alltoall = args.coll == CollType::AllToAll && args.sendbuff != args.recvbuff;
+  if (args.coll != CollType::Send && args.coll != CollType::Recv && !alltoall) return loomSuccess;
+  // Every device buffer of the call must be one the topology lets the NIC reach.
+  for (const void* p : {args.sendbuff, static_cast<const void*>(args.recvbuff)}) {
+    if (p == nullptr || !api->isDeviceMemory(p)) continue;
+    const Decision d = topologyDecision(comm, api, p);
+    if (!comm->gdrLogged) {
+      LOOM_INFO(kColl, "rank %d: device buffers over the network: %s", comm->rank, d.reason.c_str());
+      comm->gdrLogged = true;
+    }
+    if (d.choice != "on") return loomSuccess;
+  }
+  std::vector<int> peers;
+  if (alltoall) {
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank) peers.push_back(p);
+  } else if (args.root != comm->rank) {
+    peers.push_back(args.root);
+  }
+  if (peers.empty()) return loomSuccess;  // to oneself: a device copy, staged or not
+  // Both ends connect in the same call (the transfers would), so asking the transports costs nothing.
+  LOOM_CHECK(comm->connect(peers, 0));
+  for (int p : peers)
+    if (!comm->connection(p, 0).send->postsDirectFromDevice()) return loomSuccess;
+  *chosen = true;
+  return loomSuccess;
+}
+
+}  // namespace loom

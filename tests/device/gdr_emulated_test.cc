@@ -1,0 +1,259 @@
+// GPUDirect RDMA on emulated hardware: the emulated GPU (tests/device/emulated_device.h: device memory
+// the host cannot touch) and the emulated verbs device (tests/transport/emulated_verbs.h), which
+// registers the GPU's memory from its dma-buf and reads and writes it the way a NIC does.  There is no
+// GPU and no RDMA NIC on this machine: every test here is named Emulated.
+//
+// What they show: a direct frame carries a GPU buffer to another GPU buffer by one RDMA READ with no
+// host copy (a host access to device memory would kill the test with SIGSEGV), sends, receives and
+// alltoall on device buffers take that path when the topology puts the GPU and the NIC within
+// LOOM_NET_GDR_LEVEL and are staged otherwise, and an end that stages still meets an end that does not.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/params.h"
+#include "device/device_api.h"
+#include "loom.h"
+#include "tests/common/multiprocess.h"
+#include "tests/common/reference.h"
+#include "tests/common/wait_context.h"
+#include "tests/device/emulated_device.h"
+#include "transport/emulated_verbs.h"
+#include "transport/ib/ib_transport.h"
+
+namespace {
+
+using loom::testing::EmulatedDevice;
+using loom::testing::forkRanks;
+using loom::testing::timeBound;
+
+constexpr const char* kGpuBus = "0000:11:00.0";
+
+// One host: a GPU and an RDMA NIC behind one PCIe switch (PIX: within the default LOOM_NET_GDR_LEVEL).
+constexpr const char* kTopology = R"(<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85" cores="2">
+    <pci busid="0000:10:00.0" class="0x060400" vendor="0x1000" device="0xc010" link_speed="16.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:11:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="80" rank="0" gdr="1"/>
+      </pci>
+      <pci busid="0000:12:00.0" class="0x020700" vendor="0x15b3" device="0x101b" link_speed="16.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="emu_rxe0" dev="0" speed="100000" port="1" gdr="1" link_layer="RoCE"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+)";
+
+// The emulated GPU and RDMA device of this (forked) process, and the environment that sends two ranks of
+// one process over the ib transport as if they were on two hosts.
+EmulatedDevice& setUp(const char* gdrLevel) {
+  static EmulatedDevice* dev = [] {
+    auto* d = new EmulatedDevice;  // outlives the communicators, whose staging buffers it frees
+    d->setBusId(kGpuBus);
+    loom::installDeviceApi(d);
+    return d;
+  }();
+  loom::emulated::install(loom::emulated::Options{});
+  const std::string topo = "/tmp/loom-gdr-topo-" + std::to_string(getpid()) + ".xml";
+  FILE* f = std::fopen(topo.c_str(), "w");
+  if (f == nullptr || std::fputs(kTopology, f) < 0 || std::fclose(f) != 0) std::abort();
+  setenv("LOOM_TOPO_FILE", topo.c_str(), 1);
+  setenv("LOOM_NET", "ib", 1);
+  setenv("LOOM_SHM_DISABLE", "1", 1);
+  setenv("LOOM_DEVICE_DIRECT", "0", 1);  // not the same-host CUDA IPC path: the network one
+  if (gdrLevel != nullptr) setenv("LOOM_NET_GDR_LEVEL", gdrLevel, 1);
+  loom::paramsReloadForTesting();
+  return *dev;
+}
+
+// Fills a buffer (device or host) with a pattern of `salt`, and checks one.
+void fill(EmulatedDevice& dev, void* p, size_t bytes, int salt) {
+  auto* b = static_cast<unsigned char*>(dev.view(p));
+  for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<unsigned char>((i * 131 + static_cast<size_t>(salt)) % 251);
+}
+bool holds(EmulatedDevice& dev, const void* p, size_t bytes, int salt) {
+  const auto* b = static_cast<const unsigned char*>(dev.view(p));
+  for (size_t i = 0; i < bytes; ++i)
+    if (b[i] != static_cast<unsigned char>((i * 131 + static_cast<size_t>(salt)) % 251)) return false;
+  return true;
+}
+
+// Runs fn(rank, comm) on two ranks of this process (a thread each) and returns the first failure.
+template <typename Fn>
+int twoRanks(Fn fn) {
+  loomComm_t comms[2] = {nullptr, nullptr};
+  if (loomCommInitAll(comms, 2, nullptr) != loomSuccess) {
+    std::fprintf(stderr, "init: %s\n", loomGetLastError(nullptr));
+    return 2;
+  }
+  int status[2] = {0, 0};
+  std::thread other([&] { status[1] = fn(1, comms[1]); });
+  status[0] = fn(0, comms[0]);
+  other.join();
+  for (loomComm_t c : comms) loomCommDestroy(c);
+  return status[0] != 0 ? status[0] : status[1];
+}
+
+// One ib connection on the installed (emulated) device: rank 0 sends, rank 1 receives.
+struct OneConnection {
+  loom::IbTransport ib;
+  loom::PeerInfo a{}, b{};
+  std::unique_ptr<loom::RecvQueue> recv;
+  std::unique_ptr<loom::SendQueue> send;
+  bool open() {
+    const uint64_t key = 0x6d00000000000000ull ^ static_cast<uint64_t>(getpid());
+    loom::ConnectInfo ci{};
+    loom::ConnectRequest atReceiver{1, 0, 0, key, &b, &a}, atSender{0, 1, 0, key, &a, &b};
+    return ib.createRecv(atReceiver, &ci, &recv) == loomSuccess && ib.connectSend(atSender, ci, &send) == loomSuccess;
+  }
+  ~OneConnection() {
+    send.reset();  // the sender first: it waits for nothing the receiver still holds
+    recv.reset();
+  }
+};
+
+// A frame from device memory to device memory: the receiver reads the sender's GPU buffer with one RDMA
+// READ, both registered from their dma-bufs.  The queues alone, no communicator.
+TEST(GdrEmulated, DirectFrameMovesGpuMemoryByRdmaRead) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    OneConnection c;
+    if (!c.open()) return 2;
+    auto& send = c.send;
+    auto& recv = c.recv;
+    if (!send->postsDirectFromDevice()) return 3;
+    const size_t bytes = 3 * 1024 * 1024 + 5;  // larger than any slot
+    void* src = dev.deviceAlloc(bytes);
+    void* dst = dev.deviceAlloc(bytes);
+    fill(dev, src, bytes, 7);
+    void* slot = nullptr;
+    if (send->acquire(&slot, loom::testing::waitUpTo(20)) != loomSuccess) return 4;
+    send->postDirect(src, bytes, 99);
+    const void* data = nullptr;
+    size_t got = 0;
+    uint64_t signature = 0;
+    if (recv->wait(&data, &got, &signature, loom::testing::waitUpTo(20)) != loomSuccess) return 5;
+    if (!recv->isDirect() || got != bytes || signature != 99 || data != nullptr) return 6;
+    if (send->directDone()) return 7;  // not before the receiver has read it
+    if (recv->readDirect(dst, loom::testing::waitUpTo(20)) != loomSuccess) return 8;
+    recv->release();
+    if (send->waitDirectDone(loom::testing::waitUpTo(20)) != loomSuccess || !send->directDone()) return 9;
+    if (!holds(dev, dst, bytes, 7)) return 10;
+    if (loom::emulated::reads() != 1 || loom::emulated::dmabufRegistrations() != 2) return 11;
+    return 0;
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// Without a GPU runtime the ib queues do not offer device memory (and a call with device buffers could
+// not exist).
+TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
+  auto outcomes = forkRanks(1, [](int) {
+    setenv("LOOM_CUDA", "0", 1);  // not the CUDA runtime either, where a GPU is present
+    loom::paramsReloadForTesting();
+    loom::emulated::install(loom::emulated::Options{});
+    loom::installDeviceApi(nullptr);
+    OneConnection c;
+    if (!c.open()) return 2;
+    auto& send = c.send;
+    return send->postsDirectFromDevice() ? 3 : 0;
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// Send, receive and alltoall on device buffers between two ranks whose GPU and NIC share a PCIe switch:
+// GPUDirect RDMA (RDMA READs, nothing staged through host memory).  With LOOM_NET_GDR_LEVEL=LOC the
+// same calls are staged (pinned host buffers, no READ).  Results exact either way.
+void sendRecvAndAlltoall(const char* gdrLevel, bool expectGdr) {
+  auto outcomes = forkRanks(1, [=](int) {
+    EmulatedDevice& dev = setUp(gdrLevel);
+    const size_t count = 300000;  // 1.2 MB of int32: several slots
+    const int status = twoRanks([&](int rank, loomComm_t comm) {
+      const size_t bytes = count * sizeof(int32_t);
+      void* mine = dev.deviceAlloc(bytes);
+      fill(dev, mine, bytes, 10 + rank);
+      void* theirs = dev.deviceAlloc(bytes);
+      // Rank 0 sends first, rank 1 receives first: one exchange each way.
+      loomResult_t r = rank == 0 ? loomSend(mine, count, loomInt32, 1, comm, nullptr)
+                                 : loomRecv(theirs, count, loomInt32, 0, comm, nullptr);
+      if (r == loomSuccess)
+        r = rank == 0 ? loomRecv(theirs, count, loomInt32, 1, comm, nullptr)
+                      : loomSend(mine, count, loomInt32, 0, comm, nullptr);
+      if (r != loomSuccess) return std::fprintf(stderr, "send/recv: %s\n", loomGetLastError(comm)), 20;
+      if (!holds(dev, theirs, bytes, 11 - rank)) return 21;
+      // Alltoall: block p of the output is rank p's block for me.
+      const size_t block = 100001;
+      void* in = dev.deviceAlloc(2 * block * sizeof(int32_t));
+      void* out = dev.deviceAlloc(2 * block * sizeof(int32_t));
+      auto* v = static_cast<int32_t*>(dev.view(in));
+      for (size_t i = 0; i < 2 * block; ++i) v[i] = static_cast<int32_t>(rank * 1000000 + static_cast<int>(i));
+      if (loomAllToAll(in, out, block, loomInt32, comm, nullptr) != loomSuccess)
+        return std::fprintf(stderr, "alltoall: %s\n", loomGetLastError(comm)), 22;
+      const auto* o = static_cast<const int32_t*>(dev.view(out));
+      for (int p = 0; p < 2; ++p)
+        for (size_t i = 0; i < block; ++i)
+          if (o[static_cast<size_t>(p) * block + i] != p * 1000000 + static_cast<int>(rank * block + i)) return 23;
+      dev.deviceFree(mine), dev.deviceFree(theirs), dev.deviceFree(in), dev.deviceFree(out);
+      // Staging buffers live as long as the communicator: none on the GPUDirect path.
+      return (dev.pinnedLive() == 0) == expectGdr ? 0 : 24;
+    });
+    if (status != 0) return status;
+    const bool read = loom::emulated::reads() > 0, registered = loom::emulated::dmabufRegistrations() > 0;
+    std::fprintf(stderr, "reads %llu, dma-buf registrations %llu, staging buffers %d\n",
+                 static_cast<unsigned long long>(loom::emulated::reads()),
+                 static_cast<unsigned long long>(loom::emulated::dmabufRegistrations()), dev.pinnedLive());
+    if (expectGdr) return read && registered ? 0 : 30;
+    return !read && !registered ? 0 : 31;
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+TEST(GdrEmulated, SendRecvAndAlltoallOverGpuDirectRdmaWhereTheTopologyAllows) {
+  sendRecvAndAlltoall(nullptr, true);
+}
+
+TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { sendRecvAndAlltoall("LOC", false); }
+
+// The ends decide alone: a GPU buffer sent over GPUDirect RDMA into a host buffer (read into registered
+// host memory), and a host buffer's ordinary frames received into a GPU buffer (copied in by the copy
+// engine).
+TEST(GdrEmulated, AGpuEndMeetsAHostEnd) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    const size_t count = 200003;
+    const int status = twoRanks([&](int rank, loomComm_t comm) {
+      const size_t bytes = count * sizeof(int32_t);
+      std::vector<char> host(bytes);
+      void* gpu = dev.deviceAlloc(bytes);
+      loomResult_t r;
+      if (rank == 0) {  // GPU -> host, then GPU <- host
+        fill(dev, gpu, bytes, 3);
+        r = loomSend(gpu, count, loomInt32, 1, comm, nullptr);
+        if (r == loomSuccess) r = loomRecv(gpu, count, loomInt32, 1, comm, nullptr);
+        if (r == loomSuccess && !holds(dev, gpu, bytes, 4)) r = loomInternalError;
+      } else {  // host <- GPU, then host -> GPU
+        r = loomRecv(host.data(), count, loomInt32, 0, comm, nullptr);
+        if (r == loomSuccess && !holds(dev, host.data(), bytes, 3)) r = loomInternalError;
+        fill(dev, host.data(), bytes, 4);
+        if (r == loomSuccess) r = loomSend(host.data(), count, loomInt32, 0, comm, nullptr);
+      }
+      dev.deviceFree(gpu);
+      if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
+      if (r != loomSuccess) return 40;
+      return dev.pinnedLive() == 0 ? 0 : 41;  // nothing staged
+    });
+    if (status != 0) return status;
+    return loom::emulated::reads() == 1 ? 0 : 42;  // the GPU's send, read into the host buffer
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+}  // namespace

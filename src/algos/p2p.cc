@@ -79,7 +79,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   LOOM_CHECK(comm->connect(peers, 0));
   for (auto& [peer, sends] : out)
     for (const Pending& p : sends)
-      if (p.device && !comm->connection(peer, 0).send->postsDirectFromDevice())
+      if (p.device && !comm->connection(peer, 0).send->canPostDirectFrom(p.t->buffer, p.t->bytes))
         return setError(loomInternalError, "%s: rank %d cannot send device memory to %s over %s (no GPUDirect RDMA)",
                         what, comm->rank, comm->describe(peer).c_str(), comm->connection(peer, 0).transport->name());
   const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;

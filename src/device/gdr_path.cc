@@ -55,9 +55,18 @@ loomResult_t gdrChosen(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   }
   if (peers.empty()) return loomSuccess;  // to oneself: a device copy, staged or not
   // Both ends connect in the same call (the transfers would), so asking the transports costs nothing.
+  // A buffer the NIC cannot register (no dma-buf export, no peer memory) is staged instead.
   LOOM_CHECK(comm->connect(peers, 0));
-  for (int p : peers)
-    if (!comm->connection(p, 0).send->postsDirectFromDevice()) return loomSuccess;
+  const CallExtents e = callExtents(args, comm->nranks, comm->rank);
+  auto* send = const_cast<void*>(args.sendbuff);
+  const bool devSend = e.sendBytes > 0 && api->isDeviceMemory(send);
+  const bool devRecv = e.recvBytes > 0 && api->isDeviceMemory(args.recvbuff);
+  for (int p : peers) {
+    const Connection& c = comm->connection(p, 0);
+    if ((devSend && !c.send->canPostDirectFrom(send, e.sendBytes)) ||
+        (devRecv && !c.recv->canReadDirectInto(args.recvbuff, e.recvBytes)))
+      return loomSuccess;
+  }
   *chosen = true;
   return loomSuccess;
 }

@@ -44,9 +44,10 @@ class SendQueue {
   // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
   // source must stay untouched until directDone() says every direct post was read.
   virtual bool canPostDirect() const { return false; }
-  // GPUDirect RDMA: whether postDirect may name device memory (the NIC reads it where it lies).  The
-  // transport only offers it; whether a call uses it is the topology's decision (device/device_call.h).
-  virtual bool postsDirectFromDevice() const { return false; }
+  // GPUDirect RDMA: whether postDirect may name these bytes of device memory (the NIC reads them where
+  // they lie), registering them with the NIC if that was not done yet.  The transport only offers it;
+  // whether a call uses it is the topology's decision (device/gdr_path.h).
+  virtual bool canPostDirectFrom(const void* device, size_t bytes) { return false; }
   virtual void postDirect(const void* src, size_t bytes, uint64_t signature) {}
   virtual bool directDone() { return true; }
   virtual loomResult_t waitDirectDone(const WaitContext& ctx) { return loomSuccess; }
@@ -82,6 +83,8 @@ class RecvQueue {
   // queue posts from device memory), before release().
   virtual bool isDirect() const { return false; }
   virtual loomResult_t readDirect(void* dst, const WaitContext& ctx) { return loomInternalError; }
+  // GPUDirect RDMA: whether readDirect may write these bytes of device memory (as canPostDirectFrom).
+  virtual bool canReadDirectInto(void* device, size_t bytes) { return false; }
 };
 
 // What a transport promises for a pair of ranks; the selector takes the best estimate.

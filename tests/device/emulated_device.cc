@@ -225,8 +225,8 @@ loomResult_t EmulatedDevice::ipcExport(const void* ptr, IpcHandle* handle) {
 loomResult_t EmulatedDevice::dmabufOf(const void* ptr, Dmabuf* out) {
   uintptr_t base = 0;
   const Allocation* a = find(ptr, &base);
-  if (a == nullptr || a->fd < 0) {
-    lastError_ = "dmabufOf: not memory of this process's device";
+  if (a == nullptr || a->fd < 0 || refuseDmabuf_) {
+    lastError_ = refuseDmabuf_ ? "dma-buf export refused (as asked by the test)" : "dmabufOf: not memory of this process's device";
     return loomUnhandledCudaError;
   }
   out->fd = dup(a->fd);

@@ -49,6 +49,7 @@ class EmulatedDevice final : public DeviceApi {
   int ipcOpened() const { return ipcOpened_.load(); }    // peers' allocations mapped so far
   void refuseIpc(bool refuse) { refuseIpc_ = refuse; }  // as a runtime that cannot share this memory
   int dmabufExports() const { return dmabufExports_.load(); }  // dma-bufs handed out so far
+  void refuseDmabuf(bool refuse) { refuseDmabuf_ = refuse; }   // as a driver without dma-buf export
   void setBusId(const std::string& id) { busId_ = id; }  // the PCI bus id the GPU reports
 
   // DeviceApi
@@ -103,6 +104,7 @@ class EmulatedDevice final : public DeviceApi {
   uint64_t serial_ = 0;  // under mutex_
   std::atomic<bool> refuseIpc_{false};
   std::atomic<int> dmabufExports_{0};
+  std::atomic<bool> refuseDmabuf_{false};
   std::string busId_ = "emulated0";
   std::string lastError_;
 };

@@ -129,10 +129,10 @@ TEST(GdrEmulated, DirectFrameMovesGpuMemoryByRdmaRead) {
     if (!c.open()) return 2;
     auto& send = c.send;
     auto& recv = c.recv;
-    if (!send->postsDirectFromDevice()) return 3;
     const size_t bytes = 3 * 1024 * 1024 + 5;  // larger than any slot
     void* src = dev.deviceAlloc(bytes);
     void* dst = dev.deviceAlloc(bytes);
+    if (!send->canPostDirectFrom(src, bytes) || !recv->canReadDirectInto(dst, bytes)) return 3;
     fill(dev, src, bytes, 7);
     void* slot = nullptr;
     if (send->acquire(&slot, loom::testing::waitUpTo(20)) != loomSuccess) return 4;
@@ -164,7 +164,8 @@ TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
     OneConnection c;
     if (!c.open()) return 2;
     auto& send = c.send;
-    return send->postsDirectFromDevice() ? 3 : 0;
+    int device = 0;  // an address the transport must not take for device memory
+    return send->canPostDirectFrom(&device, sizeof device) || c.recv->canReadDirectInto(&device, sizeof device) ? 3 : 0;
   }, timeBound(60));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
@@ -221,6 +222,29 @@ TEST(GdrEmulated, SendRecvAndAlltoallOverGpuDirectRdmaWhereTheTopologyAllows) {
 }
 
 TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { sendRecvAndAlltoall("LOC", false); }
+
+// A GPU buffer the NIC cannot register (the driver exports no dma-buf and no peer-memory module lets the
+// NIC pin the device address) is staged, not failed.
+TEST(GdrEmulated, GpuBufferTheNicCannotRegisterIsStaged) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    dev.refuseDmabuf(true);
+    const size_t count = 100000, bytes = count * sizeof(int32_t);
+    const int status = twoRanks([&](int rank, loomComm_t comm) {
+      void* gpu = dev.deviceAlloc(bytes);
+      if (rank == 0) fill(dev, gpu, bytes, 5);
+      const loomResult_t r = rank == 0 ? loomSend(gpu, count, loomInt32, 1, comm, nullptr)
+                                       : loomRecv(gpu, count, loomInt32, 0, comm, nullptr);
+      const bool ok = r == loomSuccess && holds(dev, gpu, bytes, 5) && dev.pinnedLive() > 0;
+      if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
+      dev.deviceFree(gpu);
+      return ok ? 0 : 50;
+    });
+    if (status != 0) return status;
+    return loom::emulated::reads() == 0 && loom::emulated::dmabufRegistrations() == 0 ? 0 : 51;
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
 
 // The ends decide alone: a GPU buffer sent over GPUDirect RDMA into a host buffer (read into registered
 // host memory), and a host buffer's ordinary frames received into a GPU buffer (copied in by the copy

@@ -3,6 +3,9 @@
 // that start CUDA only after the fork (CUDA does not survive fork):
 //   kernels      every type x op of the reduction kernel on the device, against the CPU reference
 //   copy         device-to-device bandwidth of cudaMemcpy and of loom's copy kernel (the limit)
+//   dma-buf      the export GPUDirect RDMA registers with the NIC (no NIC needed): a buffer inside an
+//                allocation comes back as the whole allocation's dma-buf, with a distinct id per allocation;
+//                a driver without dma-buf support is reported (GPUDirect then needs nvidia-peermem)
 //   collectives  N ranks on one GPU (1, 2, 4): every collective on device buffers on a CUDA stream,
 //                checked; allreduce busbw by size
 // Prints a report and writes it to the file named by the first argument; exits non-zero on any failure.
@@ -20,6 +23,7 @@
 
 #include "core/datatypes.h"
 #include "algos/device_kernels.h"
+#include "device/device_api.h"
 #include "loom.h"
 #include "tests/common/reference.h"
 
@@ -131,6 +135,31 @@ int measureCopy() {
   return 0;
 }
 
+int checkDmabuf() {
+  std::string why;
+  loom::DeviceApi* api = loom::cudaDeviceApi(&why);
+  if (api == nullptr) return say("FAIL dma-buf: no CUDA runtime: %s\n", why.c_str()), 1;
+  const size_t bytes = size_t{64} << 20;
+  char *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&a), bytes));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&b), bytes));
+  loom::DeviceApi::Dmabuf da, db;
+  if (api->dmabufOf(a + 12345, &da) != loomSuccess) {
+    say("dma-buf: not exported (%s); GPUDirect RDMA needs nvidia-peermem on this driver\n", api->lastErrorText().c_str());
+    return 0;
+  }
+  if (api->dmabufOf(b, &db) != loomSuccess) return say("FAIL dma-buf: second export: %s\n", api->lastErrorText().c_str()), 1;
+  const auto at = reinterpret_cast<uint64_t>(a);
+  const bool ok = da.fd >= 0 && db.fd >= 0 && da.base == at && da.length >= bytes && db.base == reinterpret_cast<uint64_t>(b) &&
+                  da.id != db.id;
+  say("dma-buf: %s (fd %d, base %#llx, %zu bytes at offset %llu, buffer ids %llu / %llu)\n", ok ? "exported" : "FAIL wrong",
+      da.fd, static_cast<unsigned long long>(da.base), da.length, static_cast<unsigned long long>(da.offset),
+      static_cast<unsigned long long>(da.id), static_cast<unsigned long long>(db.id));
+  close(da.fd);
+  close(db.fd);
+  return ok ? 0 : 1;
+}
+
 // One rank of `n` on GPU 0: every collective checked once, then allreduce timed by size.
 int collectiveRank(int n, int rank, const loomUniqueId& id) {
   CUDA_OK(cudaSetDevice(0));
@@ -231,6 +260,7 @@ int main(int argc, char** argv) {
   bool ok = true;
   ok = forked(1, [](int) { return checkKernels(); }) && ok;
   ok = forked(1, [](int) { return measureCopy(); }) && ok;
+  ok = forked(1, [](int) { return checkDmabuf(); }) && ok;
   for (int n : {1, 2, 4}) {
     loomUniqueId id;
     if (loomGetUniqueId(&id) != loomSuccess) {

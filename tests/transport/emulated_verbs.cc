@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -134,6 +135,16 @@ ibv_mr* findMr(uint32_t key, uint64_t addr, uint64_t length, int access) {
   if (addr < base || addr + length > base + mr->length) return nullptr;
   if ((g.access[key] & access) != access) return nullptr;
   return mr;
+}
+
+// Whether the first and last byte of [addr, addr + length) can be read by this process.
+bool readable(const void* addr, size_t length) {
+  for (const char* p : {static_cast<const char*>(addr), static_cast<const char*>(addr) + length - 1}) {
+    char byte;
+    iovec local{&byte, 1}, remote{const_cast<char*>(p), 1};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1) return false;
+  }
+  return true;
 }
 
 // The emulator's address of byte `addr` of region `mr` (for a dma-buf region, inside its mapping).
@@ -552,7 +563,10 @@ const VerbsApi kApi = {
       delete pd;
       return 0;
     },
-    [](ibv_pd* pd, void* addr, size_t length, int access) {
+    [](ibv_pd* pd, void* addr, size_t length, int access) -> ibv_mr* {
+      // Pinning fails on memory the process cannot read (as the kernel's get_user_pages does on an
+      // inaccessible mapping, such as GPU memory without a peer-memory module): EFAULT.
+      if (length > 0 && !readable(addr, length)) return errno = EFAULT, nullptr;
       std::lock_guard<std::mutex> lock(g.mu);
       auto* mr = new ibv_mr{};
       mr->pd = pd;

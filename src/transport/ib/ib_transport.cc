@@ -565,9 +565,12 @@ class IbSendWire : public SendWire {
 
   // Direct frames from GPU memory (GPUDirect RDMA): the receiver reads the buffer where it lies.  Host
   // buffers are not offered: registering them per call costs more than the copy into a slot saves.
-  bool offersDeviceMemory() const override { return deviceApi() != nullptr; }
+  bool offersDevice(const void* src, size_t bytes) override {
+    std::string why;
+    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, kOffered, &why) != nullptr;
+  }
   bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) override {
-    ibv_mr* mr = deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, IBV_ACCESS_REMOTE_READ, why);
+    ibv_mr* mr = deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, kOffered, why);
     if (mr == nullptr) return false;
     *ref = DirectRef{reinterpret_cast<uint64_t>(src), bytes, mr->rkey, 0};
     return true;
@@ -579,6 +582,7 @@ class IbSendWire : public SendWire {
   }
 
  private:
+  static constexpr int kOffered = IBV_ACCESS_REMOTE_READ;
   std::function<void(uint64_t)> countCredit() {
     return [this](uint64_t) { ++credits_, ++granted_; };
   }
@@ -712,6 +716,10 @@ class IbRecvWire : public RecvWire {
     return true;
   }
 
+  bool acceptsDevice(void* dst, size_t bytes) override {
+    std::string why;
+    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), dst, bytes, IBV_ACCESS_LOCAL_WRITE, &why) != nullptr;
+  }
   // A direct frame: RDMA READ from the sender's buffer into dst, registered as GPU memory (GPUDirect
   // RDMA) or, for a host buffer, for this read only.
   bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,

@@ -71,9 +71,10 @@ class SendWire {
   virtual bool drain(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called once the queue stops (before the thread exits): unblock anything in flight.
   virtual void shutdown() {}
-  // Direct posts (see DirectRef), for wires that offer them from device memory.  offerDirect runs on the
-  // rank's thread: it registers the bytes for the peer's read and describes them.
-  virtual bool offersDeviceMemory() const { return false; }
+  // Direct posts (see DirectRef), for wires that offer them from device memory.  Both run on the rank's
+  // thread: offersDevice says whether these bytes can be offered (registering them), offerDirect
+  // registers the bytes for the peer's read and describes them.
+  virtual bool offersDevice(const void* src, size_t bytes) { return false; }
   virtual bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) {
     return *why = "this transport has no direct posts", false;
   }
@@ -99,6 +100,9 @@ class RecvWire {
                        const std::function<void()>& grantFreed, const std::atomic<bool>& stop,
                        std::string* why) = 0;
   virtual void shutdown() {}
+  // Whether direct frames can be read into these bytes of device memory (registering them); on the
+  // rank's thread.
+  virtual bool acceptsDevice(void* dst, size_t bytes) { return false; }
   // Reads a direct frame's bytes from the sender's memory into dst (host or device memory), on the I/O
   // thread; like receive(), calls grantFreed() while it waits.
   virtual bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,
@@ -124,7 +128,7 @@ class StagedSendQueue : public SendQueue {
   bool needsFlush() const override { return true; }
   Producer producer() const override { return Producer::kOwnThread; }
   loomResult_t flush(const WaitContext& ctx) override;
-  bool postsDirectFromDevice() const override { return wire_->offersDeviceMemory(); }
+  bool canPostDirectFrom(const void* device, size_t bytes) override { return wire_->offersDevice(device, bytes); }
   void postDirect(const void* src, size_t bytes, uint64_t signature) override;
   bool directDone() override;
   loomResult_t waitDirectDone(const WaitContext& ctx) override;
@@ -152,6 +156,7 @@ class StagedRecvQueue : public RecvQueue {
   Producer producer() const override { return Producer::kOwnThread; }
   bool isDirect() const override;
   loomResult_t readDirect(void* dst, const WaitContext& ctx) override;
+  bool canReadDirectInto(void* device, size_t bytes) override { return wire_->acceptsDevice(device, bytes); }
 
  private:
   bool ready() const;

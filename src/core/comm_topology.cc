@@ -1,10 +1,14 @@
 #include "core/comm_topology.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "device/device_api.h"
 #include "topo/detect.h"
 #include "topo/render.h"
 
@@ -12,12 +16,23 @@ namespace loom {
 
 namespace {
 
-// What each rank publishes in the first round: its NUMA node and how long its host's XML is.
+// What each rank publishes in the first round: its NUMA node, its GPU and how long its host's XML is.
 struct TopoHeader {
   int32_t numa;
   int32_t publishes;  // 1: this rank is the first on its host and sends the host's XML
   uint64_t xmlBytes;
+  char gpuBus[24];  // PCI bus id of the rank's current GPU, lower case; empty for a CPU rank
 };
+
+// This rank's GPU: the device current on the joining thread, where a GPU runtime is present.
+void currentGpu(char (&bus)[24]) {
+  std::memset(bus, 0, sizeof bus);
+  DeviceApi* dev = deviceApi();
+  if (dev == nullptr) return;
+  std::string id = dev->currentBusId();
+  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::strncpy(bus, id.c_str(), sizeof bus - 1);
+}
 
 constexpr uint64_t kMaxHostXml = 4u << 20;
 
@@ -38,7 +53,8 @@ loomResult_t commBuildTopology(loomComm* comm) {
     }
   const std::string xml = firstOnHost == me ? xmlWrite(*local->xml) : std::string();
   std::vector<TopoHeader> headers(n);
-  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, xml.size()};
+  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, xml.size(), {}};
+  currentGpu(headers[me].gpuBus);
   LOOM_CHECK(comm->bootstrap->allGather(headers.data(), sizeof(TopoHeader)));
   uint64_t maxBytes = 1;
   for (const TopoHeader& h : headers) {
@@ -75,7 +91,7 @@ loomResult_t commBuildTopology(loomComm* comm) {
     cluster->hostNames.push_back(comm->peers[r].hostName);
   }
   cluster->hosts = hosts;
-  // A rank's device: the CPU of its NUMA node (GPU ranks come with the GPU issue).
+  // A rank's device: its GPU where it has one that its host's model holds, else the CPU of its NUMA node.
   for (int r = 0; r < n; ++r) {
     RankPlace p;
     p.host = hostIndex[comm->peers[r].hostHash];
@@ -84,6 +100,9 @@ loomResult_t commBuildTopology(loomComm* comm) {
     p.device = cpus.empty() ? -1 : cpus[0];
     for (int c : cpus)
       if (s.nodes[c].numaId == headers[r].numa) p.device = c;
+    headers[r].gpuBus[sizeof headers[r].gpuBus - 1] = 0;  // another rank's bytes: terminated here
+    const int gpu = headers[r].gpuBus[0] != 0 ? s.findBusId(headers[r].gpuBus) : -1;
+    if (gpu >= 0 && s.nodes[gpu].type == NodeType::Gpu) p.device = gpu;
     cluster->ranks.push_back(p);
   }
   assignNics(cluster.get());

@@ -240,6 +240,14 @@ class CudaApi final : public DeviceApi {
     return loomSuccess;
   }
 
+  std::string currentBusId() override {
+    int device = -1;
+    char id[32] = {};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess)
+      return cudaGetLastError(), "";
+    return id;
+  }
+
   std::string busIdOf(const void* ptr) override {
     int device = deviceOf(ptr);
     char id[32] = {};

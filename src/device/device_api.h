@@ -59,6 +59,9 @@ class DeviceApi {
   virtual loomResult_t ipcExport(const void* ptr, IpcHandle* handle) = 0;
   virtual loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) = 0;
   virtual void ipcClose(void* base) = 0;
+  // The PCI bus id of the device this thread's calls go to (the current device, as for NCCL: a rank's
+  // GPU is the one current when it joins a communicator); "" when unknown.
+  virtual std::string currentBusId() = 0;
   // The PCI bus id of the device ptr's memory is on ("" when unknown), and whether a device reaches
   // another's memory (the same device, or peer-to-peer over NVLink or PCIe as the runtime allows).
   virtual std::string busIdOf(const void* ptr) = 0;

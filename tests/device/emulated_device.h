@@ -70,6 +70,7 @@ class EmulatedDevice final : public DeviceApi {
   loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) override;
   void ipcClose(void* base) override;
   loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override;
+  std::string currentBusId() override { return busId_; }
   std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? busId_ : ""; }
   bool reaches(const std::string& from, const std::string& to) override { return !from.empty() && from == to; }
   std::string lastErrorText() override { return lastError_; }

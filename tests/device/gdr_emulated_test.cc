@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/params.h"
 #include "device/device_api.h"
 #include "loom.h"
@@ -119,6 +120,23 @@ struct OneConnection {
     recv.reset();
   }
 };
+
+// A rank's GPU is the one current when it joins (as in NCCL): the communicator places it there, and its
+// NIC is the one nearest that GPU.
+TEST(GdrEmulated, RanksArePlacedOnTheirCurrentGpu) {
+  auto outcomes = forkRanks(1, [](int) {
+    setUp(nullptr);
+    return twoRanks([](int rank, loomComm_t comm) {
+      const loom::Cluster& c = *comm->cluster;
+      if (!c.isGpu(rank)) return 60;
+      const loom::TopoSystem& s = c.sys(rank);
+      if (s.nodes[c.ranks[rank].device].busId != kGpuBus) return 61;
+      if (c.ranks[rank].nic < 0 || s.nodes[c.ranks[rank].nic].busId != "0000:12:00.0") return 62;
+      return 0;
+    });
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
 
 // A frame from device memory to device memory: the receiver reads the sender's GPU buffer with one RDMA
 // READ, both registered from their dma-bufs.  The queues alone, no communicator.

@@ -154,6 +154,15 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   // A filter that leaves a collective nothing does not apply to it (LOOM_ALGO=tree still lets
   // broadcast run its chain).
   std::vector<Candidate>& out = kept.empty() ? all : kept;
+  // GPUDirect RDMA moves GPU buffers by point-to-point transfers only (device/gdr_path.h): where every
+  // rank may use it, allgather is flat on every rank, whatever the model or LOOM_ALGO prefer (the choice
+  // must be the same on all ranks, and some may hold GPU buffers).
+  if (args.coll == CollType::AllGather && comm->gdrEverywhere) {
+    std::vector<Candidate> flat;
+    for (const Candidate& c : all)
+      if (c.algo == Algo::Flat) flat.push_back(c);
+    return flat;
+  }
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.predictedUs < b.predictedUs; });
   return out;
 }

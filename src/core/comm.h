@@ -121,6 +121,7 @@ struct loomComm {
   // the first call that needs them.
   std::unique_ptr<loom::StagingPool> staging;
   bool gdrLogged = false;  // the GPUDirect RDMA decision was logged (device/gdr_path.h)
+  bool gdrEverywhere = false;  // every rank may use GPUDirect RDMA (topo/decisions.h: gdrOnEveryRank)
   // Peers' device buffers mapped for the direct path (device/direct_call.h).
   std::unique_ptr<loom::DevicePeers> devicePeers;
 

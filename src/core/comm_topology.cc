@@ -9,6 +9,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "device/device_api.h"
+#include "topo/decisions.h"
 #include "topo/detect.h"
 #include "topo/render.h"
 
@@ -107,6 +108,10 @@ loomResult_t commBuildTopology(loomComm* comm) {
   }
   assignNics(cluster.get());
   comm->cluster = cluster;
+  comm->gdrEverywhere = gdrOnEveryRank(*cluster, comm->topoPolicy);
+  if (comm->gdrEverywhere && me == 0)
+    LOOM_INFO(kTopo, "every rank's GPU and NIC allow GPUDirect RDMA: allgather runs flat (point to point), so "
+              "GPU buffers cross hosts by RDMA where the transport offers it");
   LOOM_CHECK(planRoutes(*cluster, &comm->routes));
   LOOM_INFO(kTopo, "rank %d: %s; NIC: %s", me, cluster->describe(me).c_str(), cluster->ranks[me].nicReason.c_str());
   LOOM_INFO(kTopo, "ring 0 (%s): %zu ranks; trees: %s", comm->routes.rings[0].reason.c_str(),

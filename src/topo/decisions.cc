@@ -81,6 +81,13 @@ Decision gdrDecision(const TopoSystem& s, int gpu, int nic, const TopoPolicy& po
                      pathTypeName(policy.gdrLevel)};
 }
 
+bool gdrOnEveryRank(const Cluster& c, const TopoPolicy& policy) {
+  for (int r = 0; r < c.nranks(); ++r)
+    if (!c.isGpu(r) || c.ranks[r].nic < 0 || gdrDecision(c.sys(r), c.ranks[r].device, c.ranks[r].nic, policy).choice != "on")
+      return false;
+  return c.nranks() > 0;
+}
+
 void assignNics(Cluster* c) {
   std::map<std::pair<int, int>, int> load;  // (host, nic) -> ranks bound to it
   for (int r = 0; r < c->nranks(); ++r) {

@@ -188,12 +188,14 @@ TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
-// Send, receive and alltoall on device buffers between two ranks whose GPU and NIC share a PCIe switch:
-// GPUDirect RDMA (RDMA READs, nothing staged through host memory).  With LOOM_NET_GDR_LEVEL=LOC the
+// Send, receive, alltoall and allgather on device buffers between two ranks whose GPU and NIC share a
+// PCIe switch: GPUDirect RDMA (RDMA READs, nothing staged through host memory).  With LOOM_NET_GDR_LEVEL=LOC the
 // same calls are staged (pinned host buffers, no READ).  Results exact either way.
-void sendRecvAndAlltoall(const char* gdrLevel, bool expectGdr) {
+void pointToPointCalls(const char* gdrLevel, bool expectGdr) {
   auto outcomes = forkRanks(1, [=](int) {
     EmulatedDevice& dev = setUp(gdrLevel);
+    setenv("LOOM_ALGO", "ring", 1);  // allgather must still run flat where every rank uses GPUDirect RDMA
+    loom::paramsReloadForTesting();
     const size_t count = 300000;  // 1.2 MB of int32: several slots
     const int status = twoRanks([&](int rank, loomComm_t comm) {
       const size_t bytes = count * sizeof(int32_t);
@@ -220,6 +222,18 @@ void sendRecvAndAlltoall(const char* gdrLevel, bool expectGdr) {
       for (int p = 0; p < 2; ++p)
         for (size_t i = 0; i < block; ++i)
           if (o[static_cast<size_t>(p) * block + i] != p * 1000000 + static_cast<int>(rank * block + i)) return 23;
+      // Allgather, out of place and in place: block p of the output is rank p's input.
+      for (const bool inPlace : {false, true}) {
+        auto* gathered = static_cast<int32_t*>(dev.view(out));
+        auto* input = inPlace ? static_cast<int32_t*>(out) + rank * block : static_cast<int32_t*>(in);
+        auto* inputView = static_cast<int32_t*>(dev.view(input));
+        for (size_t i = 0; i < block; ++i) inputView[i] = static_cast<int32_t>(rank * 7000000 + static_cast<int>(i));
+        if (loomAllGather(input, out, block, loomInt32, comm, nullptr) != loomSuccess)
+          return std::fprintf(stderr, "allgather: %s\n", loomGetLastError(comm)), 25;
+        for (int p = 0; p < 2; ++p)
+          for (size_t i = 0; i < block; ++i)
+            if (gathered[static_cast<size_t>(p) * block + i] != p * 7000000 + static_cast<int>(i)) return 26;
+      }
       dev.deviceFree(mine), dev.deviceFree(theirs), dev.deviceFree(in), dev.deviceFree(out);
       // Staging buffers live as long as the communicator: none on the GPUDirect path.
       return (dev.pinnedLive() == 0) == expectGdr ? 0 : 24;
@@ -235,11 +249,11 @@ void sendRecvAndAlltoall(const char* gdrLevel, bool expectGdr) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
-TEST(GdrEmulated, SendRecvAndAlltoallOverGpuDirectRdmaWhereTheTopologyAllows) {
-  sendRecvAndAlltoall(nullptr, true);
+TEST(GdrEmulated, SendRecvAlltoallAllgatherOverGpuDirectRdmaWhereTheTopologyAllows) {
+  pointToPointCalls(nullptr, true);
 }
 
-TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { sendRecvAndAlltoall("LOC", false); }
+TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { pointToPointCalls("LOC", false); }
 
 // A GPU buffer the NIC cannot register (the driver exports no dma-buf and no peer-memory module lets the
 // NIC pin the device address) is staged, not failed.

@@ -47,6 +47,7 @@ TEST(Decisions, PcieServerP2pWithinASwitchOnly) {
     EXPECT_EQ(c.sys(r).path(c.ranks[r].device, c.ranks[r].nic).type, PathType::PIX);
     EXPECT_EQ(gdrDecision(c.sys(r), c.ranks[r].device, c.ranks[r].nic, policy).choice, "on");
   }
+  EXPECT_TRUE(gdrOnEveryRank(c, policy)) << "every GPU shares a switch with its NIC";
 }
 
 TEST(Decisions, GdrOffAcrossTheCpu) {
@@ -58,8 +59,18 @@ TEST(Decisions, GdrOffAcrossTheCpu) {
       EXPECT_EQ(d.choice, "off") << f;
       EXPECT_NE(d.reason.find("PHB"), std::string::npos) << d.reason;
     }
+    EXPECT_FALSE(gdrOnEveryRank(c, policy)) << f;
     policy.gdrLevel = PathType::PHB;  // the user can allow it
     EXPECT_EQ(gdrDecision(c.sys(0), c.ranks[0].device, c.ranks[0].nic, policy).choice, "on") << f;
+  }
+  {
+    // One rank off is enough for "not every rank": on the two-socket server PHB lets all four in.
+    Cluster two = one("twosocket_pcie.xml");
+    TopoPolicy phb;
+    phb.gdrLevel = PathType::PHB;
+    EXPECT_TRUE(gdrOnEveryRank(two, phb));
+    two.ranks[3].nic = -1;  // a rank without a NIC
+    EXPECT_FALSE(gdrOnEveryRank(two, phb));
   }
   // Each GPU of the bare-metal server is bound to its own socket's NIC.
   Cluster c = one("twosocket_pcie.xml");

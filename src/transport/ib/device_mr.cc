@@ -20,7 +20,6 @@ struct Entry {
   uint64_t id;     // the allocation's buffer id
   uint64_t base;   // its device address and length
   size_t length;
-  int access;
   ibv_mr* mr;
 };
 
@@ -28,7 +27,8 @@ std::mutex gMutex;
 std::list<Entry>* gEntries = new std::list<Entry>();  // most recently used first; never destroyed (exit)
 
 // Registers the allocation described by d: its dma-buf, else (peer memory) the device address.
-ibv_mr* registerAllocation(const VerbsApi& api, ibv_pd* pd, const DeviceApi::Dmabuf& d, int access, std::string* why) {
+ibv_mr* registerAllocation(const VerbsApi& api, ibv_pd* pd, const DeviceApi::Dmabuf& d, std::string* why) {
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = api.regDmabufMr(pd, d.offset, d.length, d.base, d.fd, access);
   if (mr != nullptr) return mr;
   const std::string dmabufWhy = std::strerror(errno);
@@ -42,7 +42,7 @@ ibv_mr* registerAllocation(const VerbsApi& api, ibv_pd* pd, const DeviceApi::Dma
 }  // namespace
 
 ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const void* ptr, size_t bytes,
-                           int access, std::string* why) {
+                           std::string* why) {
   if (device == nullptr || !device->isDeviceMemory(ptr)) return *why = "not device memory", nullptr;
   DeviceApi::Dmabuf d;
   if (device->dmabufOf(ptr, &d) != loomSuccess)
@@ -54,16 +54,16 @@ ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, c
   }
   std::lock_guard<std::mutex> lock(gMutex);
   for (auto it = gEntries->begin(); it != gEntries->end(); ++it) {
-    if (it->api == &api && it->pd == pd && it->id == d.id && it->base == d.base && (it->access & access) == access) {
+    if (it->api == &api && it->pd == pd && it->id == d.id && it->base == d.base) {
       close(d.fd);
       gEntries->splice(gEntries->begin(), *gEntries, it);
       return it->mr;
     }
   }
-  ibv_mr* mr = registerAllocation(api, pd, d, access, why);
+  ibv_mr* mr = registerAllocation(api, pd, d, why);
   close(d.fd);  // the registration holds its own reference to the dma-buf
   if (mr == nullptr) return nullptr;
-  gEntries->push_front(Entry{&api, pd, d.id, d.base, d.length, access, mr});
+  gEntries->push_front(Entry{&api, pd, d.id, d.base, d.length, mr});
   // Over the bound: the least recently used go (not this call's: it was used last).
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, params().IB_GDR_CACHE));
   while (gEntries->size() > keep) {

@@ -16,9 +16,11 @@ namespace loom {
 
 class DeviceApi;
 
-// The region covering `bytes` of device memory at ptr, registered on pd with `access`; null with *why.
+// The region covering `bytes` of device memory at ptr, registered on pd; null with *why.  Every
+// registration allows both uses (local writes: RDMA READ into it; remote reads: the peer reads it), so
+// a buffer that is sent from and received into is registered once.
 ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const void* ptr, size_t bytes,
-                           int access, std::string* why);
+                           std::string* why);
 
 // Deregisters every cached registration made through `api` (tests replace their emulated device).
 void deviceRegistrationsDropAll(const VerbsApi& api);

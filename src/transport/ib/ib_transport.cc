@@ -567,10 +567,10 @@ class IbSendWire : public SendWire {
   // buffers are not offered: registering them per call costs more than the copy into a slot saves.
   bool offersDevice(const void* src, size_t bytes) override {
     std::string why;
-    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, kOffered, &why) != nullptr;
+    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, &why) != nullptr;
   }
   bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) override {
-    ibv_mr* mr = deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, kOffered, why);
+    ibv_mr* mr = deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), src, bytes, why);
     if (mr == nullptr) return false;
     *ref = DirectRef{reinterpret_cast<uint64_t>(src), bytes, mr->rkey, 0};
     return true;
@@ -582,7 +582,6 @@ class IbSendWire : public SendWire {
   }
 
  private:
-  static constexpr int kOffered = IBV_ACCESS_REMOTE_READ;
   std::function<void(uint64_t)> countCredit() {
     return [this](uint64_t) { ++credits_, ++granted_; };
   }
@@ -718,18 +717,17 @@ class IbRecvWire : public RecvWire {
 
   bool acceptsDevice(void* dst, size_t bytes) override {
     std::string why;
-    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), dst, bytes, IBV_ACCESS_LOCAL_WRITE, &why) != nullptr;
+    return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), dst, bytes, &why) != nullptr;
   }
   // A direct frame: RDMA READ from the sender's buffer into dst, registered as GPU memory (GPUDirect
   // RDMA) or, for a host buffer, for this read only.
   bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,
                   const std::atomic<bool>& stop, std::string* why) override {
     const VerbsApi& api = conn_->api();
-    const int access = IBV_ACCESS_LOCAL_WRITE;
     DeviceApi* device = deviceApi();
     const bool onDevice = device != nullptr && device->isDeviceMemory(dst);
-    ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, access, why)
-                          : api.regMr(conn_->pd(), dst, ref.bytes, access);
+    ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, why)
+                          : api.regMr(conn_->pd(), dst, ref.bytes, IBV_ACCESS_LOCAL_WRITE);
     if (mr == nullptr) {
       if (!onDevice) *why = "cannot register the receive buffer: " + std::string(strerror(errno));
       return false;

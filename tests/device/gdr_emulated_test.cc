@@ -55,14 +55,14 @@ constexpr const char* kTopology = R"(<system version="1">
 
 // The emulated GPU and RDMA device of this (forked) process, and the environment that sends two ranks of
 // one process over the ib transport as if they were on two hosts.
-EmulatedDevice& setUp(const char* gdrLevel) {
+EmulatedDevice& setUp(const char* gdrLevel, const loom::emulated::Options& nic = {}) {
   static EmulatedDevice* dev = [] {
     auto* d = new EmulatedDevice;  // outlives the communicators, whose staging buffers it frees
     d->setBusId(kGpuBus);
     loom::installDeviceApi(d);
     return d;
   }();
-  loom::emulated::install(loom::emulated::Options{});
+  loom::emulated::install(nic);
   const std::string topo = "/tmp/loom-gdr-topo-" + std::to_string(getpid()) + ".xml";
   FILE* f = std::fopen(topo.c_str(), "w");
   if (f == nullptr || std::fputs(kTopology, f) < 0 || std::fclose(f) != 0) std::abort();
@@ -139,10 +139,16 @@ TEST(GdrEmulated, RanksArePlacedOnTheirCurrentGpu) {
 }
 
 // A frame from device memory to device memory: the receiver reads the sender's GPU buffer with one RDMA
-// READ, both registered from their dma-bufs.  The queues alone, no communicator.
-TEST(GdrEmulated, DirectFrameMovesGpuMemoryByRdmaRead) {
-  auto outcomes = forkRanks(1, [](int) {
-    EmulatedDevice& dev = setUp(nullptr);
+// READ, both registered from their dma-bufs.  The queues alone, no communicator; RoCE (queue pairs
+// connected by attributes) and iWARP (through rdma_cm, the read's sink registered for remote writes).
+class GdrEmulatedNic : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GdrEmulatedNic, DirectFrameMovesGpuMemoryByRdmaRead) {
+  const bool iwarp = GetParam();
+  auto outcomes = forkRanks(1, [iwarp](int) {
+    loom::emulated::Options nic;
+    nic.iwarp = iwarp;
+    EmulatedDevice& dev = setUp(nullptr, nic);
     OneConnection c;
     if (!c.open()) return 2;
     auto& send = c.send;
@@ -170,6 +176,9 @@ TEST(GdrEmulated, DirectFrameMovesGpuMemoryByRdmaRead) {
   }, timeBound(60));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(Emulated, GdrEmulatedNic, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "iwarp" : "roce"; });
 
 // Without a GPU runtime the ib queues do not offer device memory (and a call with device buffers could
 // not exist).

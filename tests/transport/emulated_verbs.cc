@@ -175,7 +175,9 @@ void postRead(Qp* q, const ibv_send_wr* wr) {
   const char* from = hostOf(remote, wr->wr.rdma.remote_addr);
   for (int k = 0; k < wr->num_sge; ++k) {
     const ibv_sge& sge = wr->sg_list[k];
-    const ibv_mr* local = findMr(sge.lkey, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE);
+    // iWARP places read responses like tagged writes: the sink must allow remote writes too.
+    const int sink = IBV_ACCESS_LOCAL_WRITE | (g.options.iwarp ? IBV_ACCESS_REMOTE_WRITE : 0);
+    const ibv_mr* local = findMr(sge.lkey, sge.addr, sge.length, sink);
     if (local == nullptr) {
       complete(q->cq, wr->wr_id, IBV_WC_LOC_PROT_ERR, IBV_WC_RDMA_READ, qpn);
       toError(q);

@@ -20,7 +20,8 @@ namespace loom {
 namespace emulated {
 
 struct Options {
-  bool iwarp = false;   // transport type iWARP, and WRITE WITH IMMEDIATE is refused at post time
+  bool iwarp = false;   // transport type iWARP: WRITE WITH IMMEDIATE is refused at post time, and an RDMA
+                        // READ's sink must allow remote writes
   bool roce = true;     // Ethernet link layer with a RoCE v2 GID at index 1 (else InfiniBand with a LID)
   bool portActive = true;
   // Completions of different queue pairs on one completion queue come out in a shuffled order (each

@@ -28,7 +28,9 @@ std::list<Entry>* gEntries = new std::list<Entry>();  // most recently used firs
 
 // Registers the allocation described by d: its dma-buf, else (peer memory) the device address.
 ibv_mr* registerAllocation(const VerbsApi& api, ibv_pd* pd, const DeviceApi::Dmabuf& d, std::string* why) {
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  // Remote write as well: on iWARP the sink of an RDMA READ must allow it (the responses are placed
+  // like writes); its key never leaves this process, so no peer can use it.
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
   ibv_mr* mr = api.regDmabufMr(pd, d.offset, d.length, d.base, d.fd, access);
   if (mr != nullptr) return mr;
   const std::string dmabufWhy = std::strerror(errno);

@@ -17,8 +17,8 @@ namespace loom {
 class DeviceApi;
 
 // The region covering `bytes` of device memory at ptr, registered on pd; null with *why.  Every
-// registration allows both uses (local writes: RDMA READ into it; remote reads: the peer reads it), so
-// a buffer that is sent from and received into is registered once.
+// registration allows both uses (RDMA READ into it, which iWARP treats as a remote write; the peer
+// reading it), so a buffer that is sent from and received into is registered once.
 ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const void* ptr, size_t bytes,
                            std::string* why);
 

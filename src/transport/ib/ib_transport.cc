@@ -727,7 +727,7 @@ class IbRecvWire : public RecvWire {
     DeviceApi* device = deviceApi();
     const bool onDevice = device != nullptr && device->isDeviceMemory(dst);
     ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, why)
-                          : api.regMr(conn_->pd(), dst, ref.bytes, IBV_ACCESS_LOCAL_WRITE);
+                          : api.regMr(conn_->pd(), dst, ref.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (mr == nullptr) {
       if (!onDevice) *why = "cannot register the receive buffer: " + std::string(strerror(errno));
       return false;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "device/device_api.h"
 #include "device/device_call.h"
+#include "device/gdr_path.h"
 
 namespace loom {
 
@@ -38,10 +39,17 @@ loomResult_t runCalls(loomComm* comm, const std::vector<CollArgs>& calls) {
 }
 
 // The same for the group's calls as made, with device buffers staged through host memory when the
-// group touches any (device/device_call.h).
+// group touches any (device/device_call.h), unless every call may use GPUDirect RDMA (a group of sends
+// and receives whose GPU buffers the NIC reaches: device/gdr_path.h).
 loomResult_t runForComm(loomComm* comm, const std::vector<DeferredCall>& deferred, DeviceApi* dev, bool staged) {
   std::vector<CollArgs> calls;
   for (const DeferredCall& call : deferred) calls.push_back(call.resolved());
+  for (size_t i = 0; staged && i < calls.size(); ++i) {
+    bool gdr = false;
+    LOOM_CHECK(comm->fail(gdrChosen(comm, dev, calls[i], &gdr)));
+    if (!gdr) break;
+    staged = i + 1 < calls.size();
+  }
   if (!staged) return runCalls(comm, calls);
   return comm->fail(runStaged(comm, dev, calls, [comm](const std::vector<CollArgs>& onHost) {
     return runCalls(comm, onHost);

@@ -219,6 +219,13 @@ void pointToPointCalls(const char* gdrLevel, bool expectGdr) {
                       : loomSend(mine, count, loomInt32, 0, comm, nullptr);
       if (r != loomSuccess) return std::fprintf(stderr, "send/recv: %s\n", loomGetLastError(comm)), 20;
       if (!holds(dev, theirs, bytes, 11 - rank)) return 21;
+      // The same exchange as one group (both at once, as batched isend/irecv do).
+      fill(dev, theirs, bytes, 99);
+      loomGroupStart();
+      loomSend(mine, count, loomInt32, 1 - rank, comm, nullptr);
+      loomRecv(theirs, count, loomInt32, 1 - rank, comm, nullptr);
+      if (loomGroupEnd() != loomSuccess) return std::fprintf(stderr, "group: %s\n", loomGetLastError(comm)), 27;
+      if (!holds(dev, theirs, bytes, 11 - rank)) return 28;
       // Alltoall: block p of the output is rank p's block for me.
       const size_t block = 100001;
       void* in = dev.deviceAlloc(2 * block * sizeof(int32_t));

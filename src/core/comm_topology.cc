@@ -1,7 +1,6 @@
 #include "core/comm_topology.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <map>
 #include <string>
@@ -22,17 +21,22 @@ struct TopoHeader {
   int32_t numa;
   int32_t publishes;  // 1: this rank is the first on its host and sends the host's XML
   uint64_t xmlBytes;
-  char gpuBus[24];  // PCI bus id of the rank's current GPU, lower case; empty for a CPU rank
+  char gpuBus[24];   // PCI bus id of the rank's current GPU; empty for a CPU rank
+  char gpuUuid[48];  // its UUID (a MIG instance's own, on a partitioned GPU)
 };
 
+template <size_t N>
+void copyTerminated(char (&to)[N], const std::string& from) {
+  std::memset(to, 0, N);
+  std::strncpy(to, from.c_str(), N - 1);
+}
+
 // This rank's GPU: the device current on the joining thread, where a GPU runtime is present.
-void currentGpu(char (&bus)[24]) {
-  std::memset(bus, 0, sizeof bus);
+void currentGpu(TopoHeader* h) {
   DeviceApi* dev = deviceApi();
   if (dev == nullptr) return;
-  std::string id = dev->currentBusId();
-  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
-  std::strncpy(bus, id.c_str(), sizeof bus - 1);
+  copyTerminated(h->gpuBus, dev->currentBusId());
+  copyTerminated(h->gpuUuid, dev->currentUuid());
 }
 
 constexpr uint64_t kMaxHostXml = 4u << 20;
@@ -54,8 +58,8 @@ loomResult_t commBuildTopology(loomComm* comm) {
     }
   const std::string xml = firstOnHost == me ? xmlWrite(*local->xml) : std::string();
   std::vector<TopoHeader> headers(n);
-  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, xml.size(), {}};
-  currentGpu(headers[me].gpuBus);
+  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, xml.size(), {}, {}};
+  currentGpu(&headers[me]);
   LOOM_CHECK(comm->bootstrap->allGather(headers.data(), sizeof(TopoHeader)));
   uint64_t maxBytes = 1;
   for (const TopoHeader& h : headers) {
@@ -92,19 +96,12 @@ loomResult_t commBuildTopology(loomComm* comm) {
     cluster->hostNames.push_back(comm->peers[r].hostName);
   }
   cluster->hosts = hosts;
-  // A rank's device: its GPU where it has one that its host's model holds, else the CPU of its NUMA node.
+  // A rank's device: its GPU (and MIG instance) where its host's model holds it, else its NUMA node's CPU.
   for (int r = 0; r < n; ++r) {
-    RankPlace p;
-    p.host = hostIndex[comm->peers[r].hostHash];
-    const TopoSystem& s = *hosts[p.host];
-    std::vector<int> cpus = s.ofType(NodeType::Cpu);
-    p.device = cpus.empty() ? -1 : cpus[0];
-    for (int c : cpus)
-      if (s.nodes[c].numaId == headers[r].numa) p.device = c;
-    headers[r].gpuBus[sizeof headers[r].gpuBus - 1] = 0;  // another rank's bytes: terminated here
-    const int gpu = headers[r].gpuBus[0] != 0 ? s.findBusId(headers[r].gpuBus) : -1;
-    if (gpu >= 0 && s.nodes[gpu].type == NodeType::Gpu) p.device = gpu;
-    cluster->ranks.push_back(p);
+    TopoHeader& h = headers[r];
+    h.gpuBus[sizeof h.gpuBus - 1] = h.gpuUuid[sizeof h.gpuUuid - 1] = 0;  // another rank's bytes
+    const int host = hostIndex[comm->peers[r].hostHash];
+    cluster->ranks.push_back(placeRank(*hosts[host], host, h.numa, h.gpuBus, h.gpuUuid));
   }
   assignNics(cluster.get());
   comm->cluster = cluster;

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -246,6 +247,18 @@ class CudaApi final : public DeviceApi {
     if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess)
       return cudaGetLastError(), "";
     return id;
+  }
+
+  std::string currentUuid() override {
+    int device = -1;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+      return cudaGetLastError(), "";
+    const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    char text[40];
+    std::snprintf(text, sizeof text, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return text;
   }
 
   std::string busIdOf(const void* ptr) override {

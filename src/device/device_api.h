@@ -62,6 +62,8 @@ class DeviceApi {
   // The PCI bus id of the device this thread's calls go to (the current device, as for NCCL: a rank's
   // GPU is the one current when it joins a communicator); "" when unknown.
   virtual std::string currentBusId() = 0;
+  // The current device's UUID ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; a MIG instance has its own).
+  virtual std::string currentUuid() = 0;
   // The PCI bus id of the device ptr's memory is on ("" when unknown), and whether a device reaches
   // another's memory (the same device, or peer-to-peer over NVLink or PCIe as the runtime allows).
   virtual std::string busIdOf(const void* ptr) = 0;

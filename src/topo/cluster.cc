@@ -1,6 +1,7 @@
 #include "topo/cluster.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/error.h"
 #include "topo/decisions.h"
@@ -23,6 +24,36 @@ std::string Cluster::describe(int rank) const {
   if (p.device >= 0) s += sys(rank).nodes[p.device].name;
   if (p.mig >= 0) s += " MIG " + std::to_string(p.mig);
   return s + " on " + hostNames[p.host] + ")";
+}
+
+namespace {
+std::string lowerCase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+// A UUID as NVML and CUDA spell it, lower case and without a "GPU-" or "MIG-" prefix.
+std::string bareUuid(const std::string& uuid) {
+  std::string u = lowerCase(uuid);
+  for (const char* prefix : {"gpu-", "mig-"})
+    if (u.rfind(prefix, 0) == 0) u = u.substr(4);
+  return u;
+}
+}  // namespace
+
+RankPlace placeRank(const TopoSystem& s, int host, int numa, const std::string& gpuBusId, const std::string& gpuUuid) {
+  RankPlace p;
+  p.host = host;
+  std::vector<int> cpus = s.ofType(NodeType::Cpu);
+  p.device = cpus.empty() ? -1 : cpus[0];
+  for (int c : cpus)
+    if (s.nodes[c].numaId == numa) p.device = c;
+  const int gpu = gpuBusId.empty() ? -1 : s.findBusId(lowerCase(gpuBusId));  // the model's are lower case
+  if (gpu < 0 || s.nodes[gpu].type != NodeType::Gpu) return p;
+  p.device = gpu;
+  const std::vector<std::string>& migs = s.nodes[gpu].migInstances;
+  for (size_t m = 0; m < migs.size() && !gpuUuid.empty(); ++m)
+    if (bareUuid(migs[m]) == bareUuid(gpuUuid)) p.mig = static_cast<int>(m);
+  return p;
 }
 
 Cluster placeRanks(std::vector<std::shared_ptr<const TopoSystem>> hosts, int cpuRanksPerHost) {

@@ -35,6 +35,11 @@ struct Cluster {
   std::string describe(int rank) const;
 };
 
+// Where a rank that joined a communicator sits on its host's model: on its GPU (found by PCI bus id)
+// and, when the GPU is partitioned, on its MIG instance (found by the device's UUID, with or without the
+// "MIG-" prefix); else on the CPU of its NUMA node.  NIC binding comes later (assignNics).
+RankPlace placeRank(const TopoSystem& sys, int host, int numa, const std::string& gpuBusId, const std::string& gpuUuid);
+
 // One rank per GPU of each host (GPU order), or, on hosts without GPUs, `cpuRanks` ranks spread over
 // the CPUs (NUMA nodes) in turn.  Then binds every rank to a NIC (see decisions.h).
 Cluster placeRanks(std::vector<std::shared_ptr<const TopoSystem>> hosts, int cpuRanksPerHost = 0);

@@ -71,6 +71,7 @@ class EmulatedDevice final : public DeviceApi {
   void ipcClose(void* base) override;
   loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override;
   std::string currentBusId() override { return busId_; }
+  std::string currentUuid() override { return "00000000-0000-0000-0000-00000000e0e0"; }
   std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? busId_ : ""; }
   bool reaches(const std::string& from, const std::string& to) override { return !from.empty() && from == to; }
   std::string lastErrorText() override { return lastError_; }

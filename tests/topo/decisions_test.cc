@@ -78,6 +78,37 @@ TEST(Decisions, GdrOffAcrossTheCpu) {
   EXPECT_EQ(pairTransport(c, 0, 2, TopoPolicy()).choice, "shm");  // SYS
 }
 
+// A rank that joins a communicator is placed on the GPU current when it joined (by bus id, any case),
+// on its MIG instance by the device's UUID (NVML's "MIG-" prefix or none), else on its NUMA node's CPU.
+TEST(Decisions, JoiningRankIsPlacedOnItsGpuAndMigInstance) {
+  const std::shared_ptr<const TopoSystem> s = loadFixture("h100_mig.xml");
+  const int gpu0 = s->findBusId("0000:1b:00.0"), gpu1 = s->findBusId("0000:1c:00.0");
+  ASSERT_GE(gpu0, 0);
+  ASSERT_GE(gpu1, 0);
+  RankPlace p = placeRank(*s, 0, 0, "0000:1b:00.0", "1g.10gb-1");
+  EXPECT_EQ(p.device, gpu0);
+  EXPECT_EQ(p.mig, 1);
+  EXPECT_EQ(placeRank(*s, 0, 0, "0000:1b:00.0", "MIG-2G.20GB-2").mig, 2);
+  EXPECT_EQ(placeRank(*s, 0, 0, "0000:1b:00.0", "GPU-not-an-instance").mig, -1) << "the whole GPU";
+  p = placeRank(*s, 0, 0, "0000:1C:00.0", "");  // CUDA writes bus ids in upper case
+  EXPECT_EQ(p.device, gpu1);
+  EXPECT_EQ(p.mig, -1);
+  // No GPU, or one the model does not hold: the CPU of the rank's NUMA node.
+  for (const char* bus : {"", "0000:99:00.0", "0000:1d:00.0" /* the NIC */}) {
+    p = placeRank(*s, 0, 0, bus, "");
+    EXPECT_EQ(s->nodes[p.device].type, NodeType::Cpu) << bus;
+  }
+  // Two ranks on two MIG instances of one GPU never get P2P; on one instance they share the device.
+  Cluster c;
+  c.hosts = {s};
+  c.hostNames = {"h"};
+  c.ranks = {placeRank(*s, 0, 0, "0000:1b:00.0", "MIG-1g.10gb-0"), placeRank(*s, 0, 0, "0000:1b:00.0", "MIG-1g.10gb-1")};
+  assignNics(&c);
+  EXPECT_EQ(pairTransport(c, 0, 1, TopoPolicy()).choice, "shm");
+  c.ranks[1] = placeRank(*s, 0, 0, "0000:1b:00.0", "MIG-1g.10gb-0");
+  EXPECT_EQ(pairTransport(c, 0, 1, TopoPolicy()).choice, "local");
+}
+
 TEST(Decisions, MigInstancesNeverP2p) {
   Cluster c = one("h100_mig.xml");
   ASSERT_EQ(c.nranks(), 4);  // three MIG instances of GPU0 and the whole GPU1

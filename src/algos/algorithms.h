@@ -37,5 +37,9 @@ loomResult_t chainReduce(loomComm* comm, const CollArgs& args);
 loomResult_t flatAllGather(loomComm* comm, const CollArgs& args);
 // count = elements per block; every pair exchanges its blocks directly (algos/p2p.h).
 loomResult_t allToAll(loomComm* comm, const CollArgs& args);
+// Ring reduce-scatter / allreduce of point-to-point transfers only, reducing where the buffers lie (GPU
+// kernels on GPU buffers): what runs where GPU buffers cross hosts by GPUDirect RDMA (transfer_ring.cc).
+loomResult_t transferRingReduceScatter(loomComm* comm, const CollArgs& args);
+loomResult_t transferRingAllReduce(loomComm* comm, const CollArgs& args);
 
 }  // namespace loom

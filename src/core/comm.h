@@ -119,7 +119,8 @@ struct loomComm {
 
   // Page-locked host buffers through which device buffers are staged (device/device_call.h); made at
   // the first call that needs them.
-  std::unique_ptr<loom::StagingPool> staging;
+  std::unique_ptr<loom::StagingPool> staging;        // pinned host memory: device data staged
+  std::unique_ptr<loom::StagingPool> deviceScratch;  // device memory: algorithms' scratch on the GPU
   bool gdrLogged = false;  // the GPUDirect RDMA decision was logged (device/gdr_path.h)
   bool gdrEverywhere = false;  // every rank may use GPUDirect RDMA (topo/decisions.h: gdrOnEveryRank)
   // Peers' device buffers mapped for the direct path (device/direct_call.h).

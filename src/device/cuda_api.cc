@@ -112,6 +112,13 @@ class CudaApi final : public DeviceApi {
   }
   void hostFree(void* ptr) override { cudaFreeHost(ptr); }
 
+  loomResult_t deviceAlloc(void** ptr, size_t bytes, const void* near) override {
+    const int device = deviceOf(near);
+    if (device >= 0 && !ok(cudaSetDevice(device), "cudaSetDevice")) return loomUnhandledCudaError;
+    return ok(cudaMalloc(ptr, bytes), "cudaMalloc") ? loomSuccess : loomUnhandledCudaError;
+  }
+  void deviceFree(void* ptr) override { cudaFree(ptr); }
+
   loomResult_t copyStart(void* dst, const void* src, size_t bytes) override {
     int device = deviceOf(dst);
     if (device < 0) device = deviceOf(src);

@@ -28,6 +28,9 @@ class DeviceApi {
   // Page-locked host memory, which the device copies to and from at full speed.
   virtual loomResult_t hostAlloc(void** ptr, size_t bytes) = 0;
   virtual void hostFree(void* ptr) = 0;
+  // Device memory on the device of `near` (a device pointer), for scratch space.
+  virtual loomResult_t deviceAlloc(void** ptr, size_t bytes, const void* near) = 0;
+  virtual void deviceFree(void* ptr) = 0;
 
   // Starts a copy of `bytes` (any direction) on the runtime's own stream of this thread; copyDone()
   // says whether every copy started so far on it has finished (an error is a loomUnhandledCudaError).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "algos/reduce_kernels.h"
 #include "core/comm.h"
 #include "core/datatypes.h"
 #include "core/log.h"
@@ -93,23 +94,44 @@ bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
 }
 
 StagingPool::~StagingPool() {
-  for (Buffer& b : buffers_)
-    if (b.ptr != nullptr) api_->hostFree(b.ptr);
+  for (Buffer& b : buffers_) release(&b);
 }
 
-loomResult_t StagingPool::get(size_t index, size_t bytes, void** ptr) {
+void StagingPool::release(Buffer* b) {
+  if (b->ptr != nullptr) (memory_ == Memory::kDevice ? api_->deviceFree(b->ptr) : api_->hostFree(b->ptr));
+  *b = Buffer();
+}
+
+loomResult_t StagingPool::get(size_t index, size_t bytes, void** ptr, const void* near) {
   if (buffers_.size() <= index) buffers_.resize(index + 1);
   Buffer& b = buffers_[index];
+  const bool device = memory_ == Memory::kDevice;
+  if (b.ptr != nullptr && device && near != nullptr && api_->busIdOf(b.ptr) != api_->busIdOf(near)) release(&b);
   if (b.bytes < bytes) {
-    if (b.ptr != nullptr) api_->hostFree(b.ptr);
-    b = Buffer();
+    release(&b);
     size_t want = std::max(bytes, size_t{4096});
-    if (api_->hostAlloc(&b.ptr, want) != loomSuccess)
-      return setError(loomSystemError, "staging device data: allocating %zu bytes of page-locked host memory failed "
-                      "(%s): %s", want, api_->name(), api_->lastErrorText().c_str());
+    if ((device ? api_->deviceAlloc(&b.ptr, want, near) : api_->hostAlloc(&b.ptr, want)) != loomSuccess)
+      return setError(loomSystemError, "allocating %zu bytes of %s failed (%s): %s", want,
+                      device ? "device memory for scratch" : "page-locked host memory to stage device data",
+                      api_->name(), api_->lastErrorText().c_str());
     b.bytes = want;
   }
   *ptr = b.ptr;
+  return loomSuccess;
+}
+
+loomResult_t combineWhereItLies(loomComm* comm, DeviceApi* api, void* dst, const void* a, const void* b, size_t count,
+                                loomDataType_t type, loomRedOp_t op, int divisor) {
+  if (count == 0) return loomSuccess;
+  if (api != nullptr && api->isDeviceMemory(dst)) {
+    if (api->reduceStart(dst, a, b, count, type, op, divisor) != loomSuccess)
+      return setError(loomUnhandledCudaError, "reducing %zu elements on the device failed (%s): %s", count, api->name(),
+                      api->lastErrorText().c_str());
+    return waitDeviceWork(comm, api, "reducing on the device");
+  }
+  const ReduceKernels& k = reduceKernels();
+  if (op == loomAvg) k.sumDivide[type](dst, a, b, count, divisor);
+  else k.reduce[type][op](dst, a, b, count);
   return loomSuccess;
 }
 

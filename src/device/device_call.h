@@ -27,21 +27,26 @@ class DeviceApi;
 // device-resident PreMulSum scalar) is device memory.
 bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank);
 
-// Pinned staging buffers of one communicator, reused from call to call (allocating pinned memory costs
-// milliseconds).  Used by one thread at a time: the communicator's calls never run concurrently.
+// Buffers of one communicator, reused from call to call (allocating pinned or device memory costs
+// milliseconds): pinned host memory to stage device data in, or device memory for the algorithms'
+// scratch on the GPU.  Used by one thread at a time: the communicator's calls never run concurrently.
 class StagingPool {
  public:
-  explicit StagingPool(DeviceApi* api) : api_(api) {}
+  enum class Memory { kPinnedHost, kDevice };
+  explicit StagingPool(DeviceApi* api, Memory memory = Memory::kPinnedHost) : api_(api), memory_(memory) {}
   ~StagingPool();
-  // Buffer `index` of at least `bytes` bytes (grown, never shrunk).
-  loomResult_t get(size_t index, size_t bytes, void** ptr);
+  // Buffer `index` of at least `bytes` bytes (grown, never shrunk); device memory goes on the device of
+  // `near` (moved there when an earlier call's was elsewhere).
+  loomResult_t get(size_t index, size_t bytes, void** ptr, const void* near = nullptr);
 
  private:
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
+  void release(Buffer* b);
   DeviceApi* api_;
+  Memory memory_;
   std::vector<Buffer> buffers_;
 };
 
@@ -61,6 +66,11 @@ loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArg
 // every pair allows it (device/direct_call.h), point-to-point calls over GPUDirect RDMA where the
 // topology allows it (device/gdr_path.h), else staged through host memory.
 loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args);
+
+// Starts dst = a op b on `count` elements where dst lies (a device kernel, waited for, or the CPU's
+// kernel); loomAvg is (a + b) / divisor.  `api` may be null when dst is host memory.
+loomResult_t combineWhereItLies(loomComm* comm, DeviceApi* api, void* dst, const void* a, const void* b, size_t count,
+                                loomDataType_t type, loomRedOp_t op, int divisor);
 
 // Queues each run on its communicator's progress engine so that all start once device stream `stream`
 // has reached this point (one marker for all: a group's shares on several communicators of this process

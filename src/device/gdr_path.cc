@@ -35,10 +35,15 @@ Decision topologyDecision(const loomComm* comm, DeviceApi* api, const void* ptr)
 loomResult_t gdrChosen(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* chosen) {
   *chosen = false;
   // Calls made of point-to-point transfers only: send, recv, alltoall out of place (in place stages
-  // blocks on the CPU), and allgather where every rank runs it flat (algos/selector.h).
+  // blocks on the CPU), and where every rank runs them over transfers (algos/selector.cc) allgather,
+  // and allreduce and reduce-scatter with a builtin op on GPU input and output (they reduce on the GPU).
   const bool alltoall = args.coll == CollType::AllToAll && args.sendbuff != args.recvbuff;
-  const bool allgather = args.coll == CollType::AllGather && comm->gdrEverywhere;
-  if (args.coll != CollType::Send && args.coll != CollType::Recv && !alltoall && !allgather) return loomSuccess;
+  const bool reduces = args.coll == CollType::AllReduce || args.coll == CollType::ReduceScatter;
+  const bool everywhere = comm->gdrEverywhere &&
+                          (args.coll == CollType::AllGather ||
+                           (reduces && args.op < loomNumOps && args.scalar == nullptr &&
+                            api->isDeviceMemory(args.sendbuff) && api->isDeviceMemory(args.recvbuff)));
+  if (args.coll != CollType::Send && args.coll != CollType::Recv && !alltoall && !everywhere) return loomSuccess;
   // Every device buffer of the call must be one the topology lets the NIC reach.
   for (const void* p : {args.sendbuff, static_cast<const void*>(args.recvbuff)}) {
     if (p == nullptr || !api->isDeviceMemory(p)) continue;
@@ -50,7 +55,7 @@ loomResult_t gdrChosen(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
     if (d.choice != "on") return loomSuccess;
   }
   std::vector<int> peers;
-  if (alltoall || allgather) {
+  if (alltoall || everywhere) {
     for (int p = 0; p < comm->nranks; ++p)
       if (p != comm->rank) peers.push_back(p);
   } else if (args.root != comm->rank) {

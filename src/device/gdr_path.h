@@ -1,5 +1,6 @@
-// GPUDirect RDMA for point-to-point calls on device buffers (send, recv, out-of-place alltoall, and
-// allgather where every rank may use GPUDirect and so runs it flat): the
+// GPUDirect RDMA for calls on device buffers made of point-to-point transfers: send, recv, out-of-place
+// alltoall, and where every rank may use GPUDirect (and so runs them over transfers) allgather,
+// allreduce and reduce-scatter, which reduce with the GPU's kernels (algos/transfer_ring.cc): the
 // NIC reads the sender's GPU buffer and writes the receiver's where they lie, so the bytes never pass
 // through host memory.  The transport offers it (an ib queue posts direct frames from device memory,
 // which the receiver reads with RDMA READ: transport/net/staged_queue.h); the topology decides it: the
@@ -9,8 +10,8 @@
 //
 // The two ends decide alone and need not agree: a direct frame is read into a staged host buffer as
 // well, and an ordinary frame is copied into a device buffer by the copy engine (algos/p2p.cc).
-// Collectives that reduce, and broadcast, still stage: the network algorithms reduce (and forward) on
-// the CPU.
+// Broadcast and reduce, and the reductions where some rank may not use GPUDirect, still stage: the
+// network algorithms reduce and forward on the CPU.
 #pragma once
 
 #include "core/collective.h"

@@ -35,7 +35,7 @@ class EmulatedDevice final : public DeviceApi {
 
   // Device memory: the PROT_NONE view; free with deviceFree.
   void* deviceAlloc(size_t bytes);
-  void deviceFree(void* ptr);
+  void deviceFree(void* ptr) override;
   // What the emulated device sees at a device address (host memory passes through unchanged).
   void* view(const void* ptr);
 
@@ -57,6 +57,10 @@ class EmulatedDevice final : public DeviceApi {
   bool isDeviceMemory(const void* ptr) override;
   bool isStream(void* handle) override;
   loomResult_t hostAlloc(void** ptr, size_t bytes) override;
+  loomResult_t deviceAlloc(void** ptr, size_t bytes, const void*) override {
+    *ptr = deviceAlloc(bytes);
+    return loomSuccess;
+  }
   void hostFree(void* ptr) override;
   loomResult_t copyStart(void* dst, const void* src, size_t bytes) override;
   loomResult_t copyDone(bool* done) override;

@@ -197,10 +197,45 @@ TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
-// Send, receive, alltoall and allgather on device buffers between two ranks whose GPU and NIC share a
-// PCIe switch: GPUDirect RDMA (RDMA READs, nothing staged through host memory).  With LOOM_NET_GDR_LEVEL=LOC the
+// Allreduce (every op, out of place and in place, a count that two ranks do not split evenly) and
+// reduce-scatter on device buffers, against the reference.
+int reductions(EmulatedDevice& dev, int rank, loomComm_t comm) {
+  const size_t count = 100003;
+  for (int o = 0; o < loomNumOps; ++o) {
+    const auto op = static_cast<loomRedOp_t>(o);
+    for (const bool inPlace : {false, true}) {
+      void* in = dev.deviceAlloc(count * sizeof(float));
+      void* out = inPlace ? in : dev.deviceAlloc(count * sizeof(float));
+      loom::testing::fillInput(loomFloat32, op, rank, count, dev.view(in));
+      if (loomAllReduce(in, out, count, loomFloat32, op, comm, nullptr) != loomSuccess)
+        return std::fprintf(stderr, "allreduce: %s\n", loomGetLastError(comm)), 70;
+      std::string first;
+      if (loom::testing::countWrong(loomFloat32, op, 2, count, dev.view(out), &first) != 0)
+        return std::fprintf(stderr, "allreduce op %d%s: %s\n", o, inPlace ? " in place" : "", first.c_str()), 71;
+      dev.deviceFree(in);
+      if (!inPlace) dev.deviceFree(out);
+    }
+  }
+  // Reduce-scatter: rank r's output is block r of the sum of every rank's input.
+  const size_t block = 50001;
+  void* in = dev.deviceAlloc(2 * block * sizeof(int32_t));
+  void* out = dev.deviceAlloc(block * sizeof(int32_t));
+  auto* v = static_cast<int32_t*>(dev.view(in));
+  for (size_t i = 0; i < 2 * block; ++i) v[i] = static_cast<int32_t>(i) * (rank + 1);
+  if (loomReduceScatter(in, out, block, loomInt32, loomSum, comm, nullptr) != loomSuccess)
+    return std::fprintf(stderr, "reducescatter: %s\n", loomGetLastError(comm)), 72;
+  const auto* o = static_cast<const int32_t*>(dev.view(out));
+  for (size_t i = 0; i < block; ++i)
+    if (o[i] != static_cast<int32_t>(rank * block + i) * 3) return 73;
+  dev.deviceFree(in), dev.deviceFree(out);
+  return 0;
+}
+
+// Send, receive (alone and grouped), alltoall, allgather, allreduce and reduce-scatter on device buffers
+// between two ranks whose GPU and NIC share a PCIe switch: GPUDirect RDMA (RDMA READs, reductions on
+// the device, nothing staged through host memory).  With LOOM_NET_GDR_LEVEL=LOC the
 // same calls are staged (pinned host buffers, no READ).  Results exact either way.
-void pointToPointCalls(const char* gdrLevel, bool expectGdr) {
+void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
   auto outcomes = forkRanks(1, [=](int) {
     EmulatedDevice& dev = setUp(gdrLevel);
     setenv("LOOM_ALGO", "ring", 1);  // allgather must still run flat where every rank uses GPUDirect RDMA
@@ -251,6 +286,7 @@ void pointToPointCalls(const char* gdrLevel, bool expectGdr) {
             if (gathered[static_cast<size_t>(p) * block + i] != p * 7000000 + static_cast<int>(i)) return 26;
       }
       dev.deviceFree(mine), dev.deviceFree(theirs), dev.deviceFree(in), dev.deviceFree(out);
+      if (int bad = reductions(dev, rank, comm)) return bad;
       // Staging buffers live as long as the communicator: none on the GPUDirect path.
       return (dev.pinnedLive() == 0) == expectGdr ? 0 : 24;
     });
@@ -265,11 +301,11 @@ void pointToPointCalls(const char* gdrLevel, bool expectGdr) {
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }
 
-TEST(GdrEmulated, SendRecvAlltoallAllgatherOverGpuDirectRdmaWhereTheTopologyAllows) {
-  pointToPointCalls(nullptr, true);
+TEST(GdrEmulated, CallsOnGpuBuffersGoOverGpuDirectRdmaWhereTheTopologyAllows) {
+  gpuBufferCalls(nullptr, true);
 }
 
-TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { pointToPointCalls("LOC", false); }
+TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { gpuBufferCalls("LOC", false); }
 
 // A GPU buffer the NIC cannot register (the driver exports no dma-buf and no peer-memory module lets the
 // NIC pin the device address) is staged, not failed.
@@ -290,6 +326,27 @@ TEST(GdrEmulated, GpuBufferTheNicCannotRegisterIsStaged) {
     });
     if (status != 0) return status;
     return loom::emulated::reads() == 0 && loom::emulated::dmabufRegistrations() == 0 ? 0 : 51;
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// Where every rank may use GPUDirect RDMA every rank runs allreduce over transfers, whatever its
+// buffers: a rank with GPU buffers (reducing on the device) and one with host buffers (on the CPU)
+// reduce together.
+TEST(GdrEmulated, AGpuRankAndAHostRankReduceTogether) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    return twoRanks([&](int rank, loomComm_t comm) {
+      const size_t count = 70001;
+      std::vector<int64_t> host(count);
+      void* buf = rank == 0 ? dev.deviceAlloc(count * sizeof(int64_t)) : host.data();
+      loom::testing::fillInput(loomInt64, loomMax, rank, count, dev.view(buf));
+      loomResult_t r = loomAllReduce(buf, buf, count, loomInt64, loomMax, comm, nullptr);
+      if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
+      const bool ok = r == loomSuccess && loom::testing::countWrong(loomInt64, loomMax, 2, count, dev.view(buf), nullptr) == 0;
+      if (rank == 0) dev.deviceFree(buf);
+      return ok ? 0 : 80;
+    });
   }, timeBound(120));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
 }

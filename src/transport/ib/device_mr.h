@@ -5,7 +5,10 @@
 //
 // Registering pins and maps every page, so registrations are kept per protection domain and allocation
 // (the runtime's buffer id: an address freed and allocated again is a new allocation and gets a new
-// registration).  At most LOOM_IB_GDR_CACHE of them are kept; the least recently used goes first.
+// registration).  At most LOOM_IB_GDR_CACHE of them are kept; the least recently used goes first.  A
+// registration holds its allocation's pages: memory the application frees stays in use until its
+// registration is evicted (caching allocators, PyTorch's among them, reuse their allocations, so the
+// cache holds few).
 #pragma once
 
 #include <string>

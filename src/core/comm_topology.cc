@@ -107,8 +107,8 @@ loomResult_t commBuildTopology(loomComm* comm) {
   comm->cluster = cluster;
   comm->gdrEverywhere = gdrOnEveryRank(*cluster, comm->topoPolicy);
   if (comm->gdrEverywhere && me == 0)
-    LOOM_INFO(kTopo, "every rank's GPU and NIC allow GPUDirect RDMA: allgather runs flat (point to point), so "
-              "GPU buffers cross hosts by RDMA where the transport offers it");
+    LOOM_INFO(kTopo, "every rank's GPU and NIC allow GPUDirect RDMA: allgather, allreduce and reduce-scatter run "
+              "point to point, so GPU buffers cross hosts by RDMA where the transport offers it");
   LOOM_CHECK(planRoutes(*cluster, &comm->routes));
   LOOM_INFO(kTopo, "rank %d: %s; NIC: %s", me, cluster->describe(me).c_str(), cluster->ranks[me].nicReason.c_str());
   LOOM_INFO(kTopo, "ring 0 (%s): %zu ranks; trees: %s", comm->routes.rings[0].reason.c_str(),

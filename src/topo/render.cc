@@ -116,7 +116,7 @@ std::string renderPlan(const Cluster& c, const RoutePlan& plan, const TopoPolicy
       os << "  rank " << r << ": " << gdrDecision(c.sys(r), c.ranks[r].device, c.ranks[r].nic, policy).reason << "\n";
     }
   if (anyGpu)
-    os << "  " << (gdrOnEveryRank(c, policy) ? "on for every rank: allgather runs flat, GPU buffers cross hosts by RDMA"
+    os << "  " << (gdrOnEveryRank(c, policy) ? "on for every rank: allgather, allreduce, reduce-scatter run point to point, GPU buffers cross hosts by RDMA"
                                              : "not on for every rank: allgather takes the model's choice, GPU buffers staged")
        << "\n";
   os << "\nrings (" << plan.rings.size() << " channel" << (plan.rings.size() == 1 ? "" : "s") << "):\n";

@@ -23,7 +23,8 @@ struct TopoPolicy {
 Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy);
 Decision gdrDecision(const TopoSystem& sys, int gpu, int nic, const TopoPolicy& policy);
 // Whether every rank is a GPU rank whose GPU and NIC may use GPUDirect RDMA.  Every rank computes the
-// same answer from the same cluster, so choices made on it (allgather runs flat) agree without a word.
+// same answer from the same cluster, so choices made on it (allgather, allreduce and reduce-scatter run
+// point to point) agree without a word.
 bool gdrOnEveryRank(const Cluster& c, const TopoPolicy& policy);
 // Binds each rank to the nearest NIC with the most bandwidth, spreading the ranks of a host over the
 // NICs that are equally near (rails).

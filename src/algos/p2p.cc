@@ -34,7 +34,6 @@ struct Pending {
 
 bool onDevice(DeviceApi* dev, const void* p) { return dev != nullptr && dev->isDeviceMemory(p); }
 
-
 // Transfers to and from oneself: the k-th send is copied into the k-th receive.
 loomResult_t selfCopies(loomComm* comm, const std::vector<Transfer>& transfers) {
   std::deque<const Transfer*> sends, recvs;

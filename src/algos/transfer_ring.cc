@@ -13,6 +13,7 @@
 //
 // Slower than ring_allreduce.cc on host memory (one step at a time, no fused receive-reduce-send in
 // slot-sized slices), which is why it runs only where GPU buffers need it.
+#include <algorithm>
 #include <vector>
 
 #include "algos/algorithms.h"

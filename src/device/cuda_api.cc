@@ -249,10 +249,19 @@ class CudaApi final : public DeviceApi {
   }
 
   std::string currentBusId() override {
-    int device = -1;
+    using DeviceGet = int (*)(int*, int);
+    using PrimaryState = int (*)(int, unsigned*, int*);
+    static auto deviceGet = reinterpret_cast<DeviceGet>(driverEntry("cuDeviceGet", 2000));
+    static auto primaryState = reinterpret_cast<PrimaryState>(driverEntry("cuDevicePrimaryCtxGetState", 7000));
+    int device = -1, handle = 0, active = 0;
+    unsigned flags = 0;
     char id[32] = {};
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess)
-      return cudaGetLastError(), "";
+    if (cudaGetDevice(&device) != cudaSuccess) return cudaGetLastError(), "";
+    // Not in use by this process yet: a CPU rank.
+    if (deviceGet == nullptr || primaryState == nullptr || deviceGet(&handle, device) != 0 ||
+        primaryState(handle, &flags, &active) != 0 || active == 0)
+      return "";
+    if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) return cudaGetLastError(), "";
     return id;
   }
 

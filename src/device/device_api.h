@@ -63,7 +63,9 @@ class DeviceApi {
   virtual loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) = 0;
   virtual void ipcClose(void* base) = 0;
   // The PCI bus id of the device this thread's calls go to (the current device, as for NCCL: a rank's
-  // GPU is the one current when it joins a communicator); "" when unknown.
+  // GPU is the one current when it joins a communicator); "" when unknown, or when the process has not
+  // started using that device (no CUDA context on it yet): a process that never touched a GPU is a CPU
+  // rank, and its host buffers keep the host algorithms.
   virtual std::string currentBusId() = 0;
   // The current device's UUID ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; a MIG instance has its own).
   virtual std::string currentUuid() = 0;

@@ -347,8 +347,9 @@ void StagedRecvQueue::run() {
     }
     const bool direct = (bytes & kDirectFrame) != 0;
     bytes &= ~kDirectFrame;
-    if (!frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why) ||
-        (direct && bytes != sizeof(DirectRef) && (why = "the peer sent a malformed direct frame", true))) {
+    const bool malformed = direct && bytes != sizeof(DirectRef);
+    if (malformed) why = "the peer sent a malformed direct frame";
+    if (malformed || !frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why)) {
       r.fail(why);
       return;
     }

@@ -43,11 +43,7 @@ loomResult_t allAgree(loomComm* comm, int32_t* flag) {
 bool topologyAllows(const loomComm* comm, const std::string& a, const std::string& b) {
   if (a == b || !comm->cluster) return true;
   const TopoSystem& sys = comm->cluster->sys(comm->rank);
-  auto lower = [](std::string id) {
-    for (char& c : id) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-    return id;
-  };
-  const int x = sys.findBusId(lower(a)), y = sys.findBusId(lower(b));
+  const int x = sys.findBusId(a), y = sys.findBusId(b);
   if (x < 0 || y < 0) return true;
   const PathType path = sys.path(x, y).type;
   if (path <= comm->topoPolicy.p2pLevel) return true;

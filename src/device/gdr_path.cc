@@ -1,7 +1,5 @@
 #include "device/gdr_path.h"
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 #include <vector>
 
@@ -19,8 +17,7 @@ Decision topologyDecision(const loomComm* comm, DeviceApi* api, const void* ptr)
   if (comm->cluster == nullptr) return {"off", "no topology model"};
   const Cluster& c = *comm->cluster;
   const TopoSystem& sys = c.sys(comm->rank);
-  std::string bus = api->busIdOf(ptr);
-  std::transform(bus.begin(), bus.end(), bus.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string bus = api->busIdOf(ptr);
   const int gpu = sys.findBusId(bus);
   if (gpu < 0 || sys.nodes[gpu].type != NodeType::Gpu)
     return {"off", "GDR off: the buffer's GPU (" + (bus.empty() ? std::string("bus id unknown") : bus) +

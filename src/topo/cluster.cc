@@ -27,13 +27,9 @@ std::string Cluster::describe(int rank) const {
 }
 
 namespace {
-std::string lowerCase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return s;
-}
 // A UUID as NVML and CUDA spell it, lower case and without a "GPU-" or "MIG-" prefix.
-std::string bareUuid(const std::string& uuid) {
-  std::string u = lowerCase(uuid);
+std::string bareUuid(std::string u) {
+  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char ch) { return std::tolower(ch); });
   for (const char* prefix : {"gpu-", "mig-"})
     if (u.rfind(prefix, 0) == 0) u = u.substr(4);
   return u;
@@ -47,7 +43,7 @@ RankPlace placeRank(const TopoSystem& s, int host, int numa, const std::string& 
   p.device = cpus.empty() ? -1 : cpus[0];
   for (int c : cpus)
     if (s.nodes[c].numaId == numa) p.device = c;
-  const int gpu = gpuBusId.empty() ? -1 : s.findBusId(lowerCase(gpuBusId));  // the model's are lower case
+  const int gpu = gpuBusId.empty() ? -1 : s.findBusId(gpuBusId);
   if (gpu < 0 || s.nodes[gpu].type != NodeType::Gpu) return p;
   p.device = gpu;
   const std::vector<std::string>& migs = s.nodes[gpu].migInstances;

@@ -1,6 +1,7 @@
 #include "topo/system.h"
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <strings.h>
 
@@ -409,8 +410,10 @@ std::vector<int> TopoSystem::ofType(NodeType t) const {
 }
 
 int TopoSystem::findBusId(const std::string& busId) const {
+  std::string id = busId;
+  for (char& ch : id) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (size_t i = 0; i < nodes.size(); ++i)
-    if (!nodes[i].busId.empty() && nodes[i].busId == busId && nodes[i].type != NodeType::Net) return static_cast<int>(i);
+    if (!nodes[i].busId.empty() && nodes[i].busId == id && nodes[i].type != NodeType::Net) return static_cast<int>(i);
   return -1;
 }
 

@@ -69,6 +69,7 @@ class TopoSystem {
   std::vector<TopoLink> links;
 
   std::vector<int> ofType(NodeType t) const;
+  // The node of a PCI bus id, in any case (the model's are lower case; CUDA writes upper case); -1 if none.
   int findBusId(const std::string& busId) const;
   int findName(const std::string& name) const;
   // Best path from a to b (NVLink when there is one, else the PCI tree); computed once, then cached.

@@ -210,41 +210,41 @@ class CudaApi final : public DeviceApi {
   }
   void ipcClose(void* base) override { cudaIpcCloseMemHandle(base); }
 
-  // cuMemGetHandleForAddressRange (CUDA 11.7 and a driver with dma-buf support: the open kernel
-  // modules) over the whole allocation, page aligned as the driver requires; the allocation's buffer id
-  // (CU_POINTER_ATTRIBUTE_BUFFER_ID) tells registrations of reused addresses apart.
-  loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override {
-    using GetHandle = int (*)(void*, unsigned long long, size_t, int, unsigned long long);
+  // The driver's address range of the allocation and its buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID).
+  loomResult_t allocationOf(const void* ptr, Allocation* out) override {
     using GetAttribute = int (*)(void*, int, unsigned long long);
-    static auto getHandle = reinterpret_cast<GetHandle>(driverEntry("cuMemGetHandleForAddressRange", 11070));
     static auto getAttribute = reinterpret_cast<GetAttribute>(driverEntry("cuPointerGetAttribute", 4000));
-    constexpr int kDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
     constexpr int kBufferId = 7;  // CU_POINTER_ATTRIBUTE_BUFFER_ID
-    if (getHandle == nullptr || getAttribute == nullptr) {
-      tlsLastError = "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf export needs CUDA 11.7)";
-      return loomUnhandledCudaError;
-    }
     uintptr_t base = 0;
     size_t bytes = 0;
-    if (!allocationRange(ptr, &base, &bytes)) return loomUnhandledCudaError;
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t start = base & ~(page - 1), end = (base + bytes + page - 1) & ~(page - 1);
-    int fd = -1;
     unsigned long long id = 0;
-    if (getHandle(&fd, start, end - start, kDmaBufFd, 0) != 0 || fd < 0) {
-      tlsLastError = "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed (the driver may not support dma-buf)";
-      return loomUnhandledCudaError;
-    }
-    if (getAttribute(&id, kBufferId, base) != 0) {
-      close(fd);
+    if (!allocationRange(ptr, &base, &bytes)) return loomUnhandledCudaError;
+    if (getAttribute == nullptr || getAttribute(&id, kBufferId, base) != 0) {
       tlsLastError = "cuPointerGetAttribute(BUFFER_ID) failed";
       return loomUnhandledCudaError;
     }
-    out->fd = fd;
-    out->offset = base - start;
-    out->base = base;
-    out->length = bytes;
-    out->id = id;
+    *out = Allocation{base, bytes, id};
+    return loomSuccess;
+  }
+
+  // cuMemGetHandleForAddressRange (CUDA 11.7 and a driver with dma-buf support: the open kernel
+  // modules) over the allocation, page aligned as the driver requires.
+  loomResult_t dmabufOf(const Allocation& a, int* fd, uint64_t* offset) override {
+    using GetHandle = int (*)(void*, unsigned long long, size_t, int, unsigned long long);
+    static auto getHandle = reinterpret_cast<GetHandle>(driverEntry("cuMemGetHandleForAddressRange", 11070));
+    constexpr int kDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+    if (getHandle == nullptr) {
+      tlsLastError = "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf export needs CUDA 11.7)";
+      return loomUnhandledCudaError;
+    }
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t start = a.base & ~(page - 1), end = (a.base + a.length + page - 1) & ~(page - 1);
+    *fd = -1;
+    if (getHandle(fd, start, end - start, kDmaBufFd, 0) != 0 || *fd < 0) {
+      tlsLastError = "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed (the driver may not support dma-buf)";
+      return loomUnhandledCudaError;
+    }
+    *offset = a.base - start;
     return loomSuccess;
   }
 

@@ -73,18 +73,19 @@ class DeviceApi {
   // another's memory (the same device, or peer-to-peer over NVLink or PCIe as the runtime allows).
   virtual std::string busIdOf(const void* ptr) = 0;
   virtual bool reaches(const std::string& fromBusId, const std::string& toBusId) = 0;
-  // GPUDirect RDMA: the whole allocation holding ptr as a dma-buf that an RDMA NIC can register
-  // (ibv_reg_dmabuf_mr).  *fd is a new descriptor the caller closes; the buffer spans `length` bytes at
-  // device address `base`, starting at `offset` in the dma-buf; `id` names the allocation for as long
-  // as it lives (a later allocation at the same address gets another id).
-  struct Dmabuf {
-    int fd = -1;
-    uint64_t offset = 0;
+  // GPUDirect RDMA.  The allocation holding ptr: `length` bytes at device address `base`; `id` names it
+  // for as long as it lives (a later allocation at the same address gets another id).  Cheap: asked on
+  // every transfer, to find the allocation's registration.
+  struct Allocation {
     uint64_t base = 0;
     size_t length = 0;
     uint64_t id = 0;
   };
-  virtual loomResult_t dmabufOf(const void* ptr, Dmabuf* out) = 0;
+  virtual loomResult_t allocationOf(const void* ptr, Allocation* out) = 0;
+  // The allocation as a dma-buf that an RDMA NIC can register (ibv_reg_dmabuf_mr): *fd is a new
+  // descriptor the caller closes, the allocation starts `offset` bytes into it.  Asked once per
+  // registration.
+  virtual loomResult_t dmabufOf(const Allocation& a, int* fd, uint64_t* offset) = 0;
   // Why the last failing call failed, for the error message.
   virtual std::string lastErrorText() = 0;
 };

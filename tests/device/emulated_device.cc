@@ -41,7 +41,7 @@ void* EmulatedDevice::mapView(int fd, size_t size, int ownFd) {
   void* rw = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (user == MAP_FAILED || rw == MAP_FAILED) std::abort();
   std::lock_guard<std::mutex> lock(mutex_);
-  allocations_[reinterpret_cast<uintptr_t>(user)] = Allocation{size, static_cast<char*>(rw), ownFd, ++serial_};
+  allocations_[reinterpret_cast<uintptr_t>(user)] = Block{size, static_cast<char*>(rw), ownFd, ++serial_};
   return user;
 }
 
@@ -62,7 +62,7 @@ void EmulatedDevice::deviceFree(void* ptr) {
   allocations_.erase(it);
 }
 
-const EmulatedDevice::Allocation* EmulatedDevice::find(const void* ptr, uintptr_t* base) {
+const EmulatedDevice::Block* EmulatedDevice::find(const void* ptr, uintptr_t* base) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   auto it = allocations_.upper_bound(p);
@@ -75,7 +75,7 @@ const EmulatedDevice::Allocation* EmulatedDevice::find(const void* ptr, uintptr_
 
 void* EmulatedDevice::view(const void* ptr) {
   uintptr_t base = 0;
-  const Allocation* a = find(ptr, &base);
+  const Block* a = find(ptr, &base);
   if (a == nullptr) return const_cast<void*>(ptr);
   return a->rw + (reinterpret_cast<uintptr_t>(ptr) - base);
 }
@@ -210,7 +210,7 @@ struct EmulatedIpc {  // what an emulated IPC handle holds: unique per allocatio
 
 loomResult_t EmulatedDevice::ipcExport(const void* ptr, IpcHandle* handle) {
   uintptr_t base = 0;
-  const Allocation* a = find(ptr, &base);
+  const Block* a = find(ptr, &base);
   if (a == nullptr || a->fd < 0 || refuseIpc_) {
     lastError_ = refuseIpc_ ? "IPC refused (as asked by the test)" : "ipcExport: not memory of this process's device";
     return loomUnhandledCudaError;
@@ -222,23 +222,31 @@ loomResult_t EmulatedDevice::ipcExport(const void* ptr, IpcHandle* handle) {
   return loomSuccess;
 }
 
-loomResult_t EmulatedDevice::dmabufOf(const void* ptr, Dmabuf* out) {
+loomResult_t EmulatedDevice::allocationOf(const void* ptr, Allocation* out) {
   uintptr_t base = 0;
-  const Allocation* a = find(ptr, &base);
-  if (a == nullptr || a->fd < 0 || refuseDmabuf_) {
-    lastError_ = refuseDmabuf_ ? "dma-buf export refused (as asked by the test)" : "dmabufOf: not memory of this process's device";
+  const Block* a = find(ptr, &base);
+  if (a == nullptr || a->fd < 0) {
+    lastError_ = "allocationOf: not memory of this process's device";
     return loomUnhandledCudaError;
   }
-  out->fd = dup(a->fd);
-  if (out->fd < 0) {
+  *out = DeviceApi::Allocation{base, a->bytes, a->serial};
+  return loomSuccess;
+}
+
+loomResult_t EmulatedDevice::dmabufOf(const DeviceApi::Allocation& range, int* fd, uint64_t* offset) {
+  uintptr_t base = 0;
+  const Block* a = find(reinterpret_cast<const void*>(range.base), &base);
+  if (a == nullptr || a->fd < 0 || a->serial != range.id || refuseDmabuf_) {
+    lastError_ = refuseDmabuf_ ? "dma-buf export refused (as asked by the test)" : "dmabufOf: no such allocation";
+    return loomUnhandledCudaError;
+  }
+  *fd = dup(a->fd);
+  if (*fd < 0) {
     lastError_ = std::string("dmabufOf: dup: ") + std::strerror(errno);
     return loomUnhandledCudaError;
   }
   dmabufExports_.fetch_add(1);
-  out->offset = 0;
-  out->base = base;
-  out->length = a->bytes;
-  out->id = a->serial;
+  *offset = 0;
   return loomSuccess;
 }
 

@@ -73,7 +73,8 @@ class EmulatedDevice final : public DeviceApi {
   loomResult_t ipcExport(const void* ptr, IpcHandle* handle) override;
   loomResult_t ipcOpen(const IpcHandle& handle, const void* near, void** base) override;
   void ipcClose(void* base) override;
-  loomResult_t dmabufOf(const void* ptr, Dmabuf* out) override;
+  loomResult_t allocationOf(const void* ptr, Allocation* out) override;
+  loomResult_t dmabufOf(const Allocation& a, int* fd, uint64_t* offset) override;
   std::string currentBusId() override { return busId_; }
   std::string currentUuid() override { return "00000000-0000-0000-0000-00000000e0e0"; }
   std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? busId_ : ""; }
@@ -81,7 +82,7 @@ class EmulatedDevice final : public DeviceApi {
   std::string lastErrorText() override { return lastError_; }
 
  private:
-  struct Allocation {
+  struct Block {
     size_t bytes;
     char* rw;  // the emulator's readable view
     int fd;    // the memfd (-1 for a peer's allocation mapped here)
@@ -98,12 +99,12 @@ class EmulatedDevice final : public DeviceApi {
   struct Marker {
     std::atomic<bool> ready{false};
   };
-  const Allocation* find(const void* ptr, uintptr_t* base);
+  const Block* find(const void* ptr, uintptr_t* base);
   void streamLoop(Stream* s);
   Stream* streamOf(void* handle);
 
   std::mutex mutex_;
-  std::map<uintptr_t, Allocation> allocations_;  // by device base address
+  std::map<uintptr_t, Block> allocations_;  // by device base address
   std::set<Stream*> streams_;
   std::atomic<int> pinnedLive_{0};
   std::atomic<int> ipcOpened_{0};

@@ -143,21 +143,24 @@ int checkDmabuf() {
   char *a = nullptr, *b = nullptr;
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&a), bytes));
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&b), bytes));
-  loom::DeviceApi::Dmabuf da, db;
-  if (api->dmabufOf(a + 12345, &da) != loomSuccess) {
-    say("dma-buf: not exported (%s); GPUDirect RDMA needs nvidia-peermem on this driver\n", api->lastErrorText().c_str());
-    return 0;
+  loom::DeviceApi::Allocation aa, ab;
+  if (api->allocationOf(a + 12345, &aa) != loomSuccess || api->allocationOf(b, &ab) != loomSuccess)
+    return say("FAIL dma-buf: allocation lookup: %s\n", api->lastErrorText().c_str()), 1;
+  const bool found = aa.base == reinterpret_cast<uint64_t>(a) && aa.length >= bytes &&
+                     ab.base == reinterpret_cast<uint64_t>(b) && aa.id != ab.id;
+  int fd = -1;
+  uint64_t offset = 0;
+  if (api->dmabufOf(aa, &fd, &offset) != loomSuccess) {
+    say("dma-buf: allocations %s; not exported (%s): GPUDirect RDMA needs nvidia-peermem on this driver\n",
+        found ? "found" : "FAIL wrong", api->lastErrorText().c_str());
+    return found ? 0 : 1;
   }
-  if (api->dmabufOf(b, &db) != loomSuccess) return say("FAIL dma-buf: second export: %s\n", api->lastErrorText().c_str()), 1;
-  const auto at = reinterpret_cast<uint64_t>(a);
-  const bool ok = da.fd >= 0 && db.fd >= 0 && da.base == at && da.length >= bytes && db.base == reinterpret_cast<uint64_t>(b) &&
-                  da.id != db.id;
-  say("dma-buf: %s (fd %d, base %#llx, %zu bytes at offset %llu, buffer ids %llu / %llu)\n", ok ? "exported" : "FAIL wrong",
-      da.fd, static_cast<unsigned long long>(da.base), da.length, static_cast<unsigned long long>(da.offset),
-      static_cast<unsigned long long>(da.id), static_cast<unsigned long long>(db.id));
-  close(da.fd);
-  close(db.fd);
-  return ok ? 0 : 1;
+  say("dma-buf: allocations %s (base %#llx, %zu bytes, buffer ids %llu / %llu); exported (fd %d, offset %llu)\n",
+      found ? "found" : "FAIL wrong", static_cast<unsigned long long>(aa.base), aa.length,
+      static_cast<unsigned long long>(aa.id), static_cast<unsigned long long>(ab.id), fd,
+      static_cast<unsigned long long>(offset));
+  close(fd);
+  return found ? 0 : 1;
 }
 
 // One rank of `n` on GPU 0: every collective checked once, then allreduce timed by size.

@@ -251,8 +251,10 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         continue;
       }
       std::memcpy(hostOf(mr, wr->wr.rdma.remote_addr), data.data(), data.size());
-      (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
-      ++g.writesByQpn[qp->qp_num];
+      if (!data.empty() || wr->opcode != IBV_WR_RDMA_WRITE) {  // a zero-length write is a probe, not a frame
+        (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
+        ++g.writesByQpn[qp->qp_num];
+      }
     }
     if (wr->opcode != IBV_WR_RDMA_WRITE) {
       // Consumes the peer's next receive: a SEND's data lands in it; an immediate only completes it.

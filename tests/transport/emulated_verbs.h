@@ -33,7 +33,8 @@ struct Options {
 const VerbsApi& install(const Options& options);
 // Moves every queue pair to the error state (as a cable pull or a dead peer would).
 void breakAllQueuePairs();
-// Counters, to check which completion mode ran.
+// Counters, to check which completion mode ran (plain writes count those that carried data; a
+// zero-length write is the sender's liveness probe).
 uint64_t writesWithImm();
 uint64_t plainWrites();
 // RDMA writes (either kind) per queue pair that posted them, in queue-pair creation order.

@@ -406,6 +406,24 @@ class IbConnection {
   }
   bool usesImm() const { return useImm_ && !dev_.iwarp && params().IB_WRITE_IMM != 0; }
 
+  // A zero-length RDMA WRITE to the peer: it carries nothing and needs no credit, but it fails (retries
+  // exhausted) when the peer's queue pair is gone, which a sender waiting for credits would otherwise
+  // never learn (nothing else of its own is in flight).
+  bool postProbe(std::string* why) {
+    ibv_send_wr wr{};
+    wr.wr_id = kWriteWr;
+    wr.num_sge = 0;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = peer_.slots;
+    wr.wr.rdma.rkey = peer_.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (api_.postSend(qps_[0].qp, &wr, &bad) != 0)
+      return *why = "cannot post a probe: " + std::string(strerror(errno)), false;
+    ++outstanding_;
+    return true;
+  }
+
   // Polls the completion queue until done() (sleeping in growing steps up to 1 ms once nothing comes:
   // never a long busy spin).  Incoming notes and immediates go to onNote(index).
   template <typename Done, typename OnNote>
@@ -552,7 +570,7 @@ class IbSendWire : public SendWire {
       // Each credit frees the receiver's next slot in ring order.  Credits of different queue pairs may
       // arrive out of order, but a credit for slot s is only sent once every slot before s was granted,
       // so counting them is enough.
-      if (!conn_->progressUntil([&] { return credits_ > 0; }, countCredit(), stop, why)) return false;
+      if (!waitForPeer([&] { return credits_ > 0; }, stop, why)) return false;
       --credits_;
       FrameHeader h{frames[k].bytes | (frames[k].direct ? kDirectFrame : 0), frames[k].signature};
       std::memcpy(conn_->slot(frames[k].slot), &h, sizeof h);
@@ -578,10 +596,29 @@ class IbSendWire : public SendWire {
   // The receiver grants slot s again only once it released the frame in it, and grants in ring order:
   // every frame written so far is released once nslots credits more than frames written have come.
   bool awaitReleased(const std::atomic<bool>& stop, std::string* why) override {
-    return conn_->progressUntil([&] { return granted_ >= written_ + conn_->peer().nslots; }, countCredit(), stop, why);
+    return waitForPeer([&] { return granted_ >= written_ + conn_->peer().nslots; }, stop, why);
   }
 
  private:
+  // Waits for something only the peer can give (credits), probing it every 200 ms meanwhile: a peer
+  // that went away before giving any would otherwise leave this wait to the timeout.
+  template <typename Done>
+  bool waitForPeer(Done done, const std::atomic<bool>& stop, std::string* why) {
+    auto nextProbe = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    std::string probeWhy;
+    const bool ok = conn_->progressUntil(
+        [&] {
+          if (done() || !probeWhy.empty()) return true;
+          if (std::chrono::steady_clock::now() >= nextProbe) {
+            nextProbe += std::chrono::milliseconds(200);
+            if (!conn_->postProbe(&probeWhy)) return true;
+          }
+          return false;
+        },
+        countCredit(), stop, why);
+    if (ok && !probeWhy.empty()) *why = probeWhy;
+    return ok && probeWhy.empty();
+  }
   std::function<void(uint64_t)> countCredit() {
     return [this](uint64_t) { ++credits_, ++granted_; };
   }

@@ -44,12 +44,10 @@ loomResult_t runCalls(loomComm* comm, const std::vector<CollArgs>& calls) {
 loomResult_t runForComm(loomComm* comm, const std::vector<DeferredCall>& deferred, DeviceApi* dev, bool staged) {
   std::vector<CollArgs> calls;
   for (const DeferredCall& call : deferred) calls.push_back(call.resolved());
-  for (size_t i = 0; staged && i < calls.size(); ++i) {
-    bool gdr = false;
-    LOOM_CHECK(comm->fail(gdrChosen(comm, dev, calls[i], &gdr)));
-    if (!gdr) break;
-    staged = i + 1 < calls.size();
-  }
+  bool everyCallGdr = staged;
+  for (size_t i = 0; everyCallGdr && i < calls.size(); ++i)
+    LOOM_CHECK(comm->fail(gdrChosen(comm, dev, calls[i], &everyCallGdr)));
+  if (everyCallGdr) staged = false;
   if (!staged) return runCalls(comm, calls);
   return comm->fail(runStaged(comm, dev, calls, [comm](const std::vector<CollArgs>& onHost) {
     return runCalls(comm, onHost);

@@ -17,9 +17,8 @@ namespace {
 struct Entry {
   const VerbsApi* api;
   ibv_pd* pd;
-  uint64_t id;     // the allocation's buffer id
-  uint64_t base;   // its device address and length
-  size_t length;
+  uint64_t id;    // the allocation's buffer id
+  uint64_t base;  // its device address
   ibv_mr* mr;
 };
 
@@ -70,7 +69,7 @@ ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, c
   }
   ibv_mr* mr = registerAllocation(api, device, pd, a, why);
   if (mr == nullptr) return nullptr;
-  gEntries->push_front(Entry{&api, pd, a.id, a.base, a.length, mr});
+  gEntries->push_front(Entry{&api, pd, a.id, a.base, mr});
   // Over the bound: the least recently used go (not this call's: it was used last).
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, params().IB_GDR_CACHE));
   while (gEntries->size() > keep) {
@@ -78,18 +77,6 @@ ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, c
     gEntries->pop_back();
   }
   return mr;
-}
-
-void deviceRegistrationsDropAll(const VerbsApi& api) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  for (auto it = gEntries->begin(); it != gEntries->end();) {
-    if (it->api != &api) {
-      ++it;
-      continue;
-    }
-    api.deregMr(it->mr);
-    it = gEntries->erase(it);
-  }
 }
 
 }  // namespace loom

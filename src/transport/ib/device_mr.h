@@ -25,7 +25,4 @@ class DeviceApi;
 ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const void* ptr, size_t bytes,
                            std::string* why);
 
-// Deregisters every cached registration made through `api` (tests replace their emulated device).
-void deviceRegistrationsDropAll(const VerbsApi& api);
-
 }  // namespace loom

@@ -10,6 +10,7 @@
 // Report lines ("key value"): result, seconds (monotonic time the failing or last call returned),
 // killed_at, message, longest_call (stream: the longest allreduce, i.e. how long the network stalled it).  Exit code 0 when the rank ended on its own (whatever the library said); the
 // driver judges the reports.
+#include <inttypes.h>
 #include <signal.h>
 #include <time.h>
 
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/unique_id.h"
 #include "loom.h"
 
 namespace {
@@ -70,7 +72,16 @@ int main(int argc, char** argv) {
   loomUniqueId id;
   loomComm_t comm = nullptr;
   loomResult_t r = loomGetUniqueId(&id);
-  if (r == loomSuccess) r = loomCommInitRank(&comm, n, id, rank);
+  if (r == loomSuccess) {
+    // The communicator's key names its shared-memory segments: the driver counts only this job's as
+    // left behind (other tests may run beside it and hold segments of their own for a moment).
+    loom::UniqueIdData d{};
+    if (loom::decodeUniqueId(id, &d) == loomSuccess) {
+      std::fprintf(gReport, "comm_key %016" PRIx64 "\n", loom::hashBytes(d.secret, sizeof d.secret));
+      std::fflush(gReport);
+    }
+    r = loomCommInitRank(&comm, n, id, rank);
+  }
   if (r != loomSuccess) {
     report("init", r, loomGetLastError(nullptr));
     return 0;

@@ -159,7 +159,10 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
             problems.append(f"rank {r} reported the failure {seconds:.2f} s after the death (limit {args.timeout + 2})")
         if f"rank {victim}" not in rep.get("message", ""):
             problems.append(f"rank {r}'s error does not name rank {victim}: {rep.get('message')}")
-    left = loom_shm_entries() - shm_before
+    # Only this job's segments count: tests running beside this one hold segments of their own while
+    # their ranks connect.
+    keys = {read_report(reports[r]).get("comm_key") for r in range(n)} - {None}
+    left = {e for e in loom_shm_entries() - shm_before if any(e.startswith(f"loom-{k}-") for k in keys)}
     if left:
         problems.append(f"shared-memory segments left behind: {sorted(left)}")
         for e in left:

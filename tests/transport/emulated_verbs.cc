@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace loom {
@@ -49,6 +51,7 @@ struct State {
   uint64_t withImm = 0, plain = 0;
   std::map<uint32_t, uint64_t> writesByQpn;  // qpn (creation order) -> RDMA writes posted
   uint64_t shuffleState = 0x9e3779b97f4a7c15ull;
+  bool firstSendPosted = false;
   // rdma_cm
   ibv_context cmContext{};  // the device context rdma_cm hands out with resolved identifiers
   uint16_t nextPort = 20000;
@@ -194,8 +197,21 @@ ibv_wc_opcode completionOf(ibv_wr_opcode op) {
   return op == IBV_WR_SEND ? IBV_WC_SEND : op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
 }
 
+int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+
 int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  std::lock_guard<std::mutex> lock(g.mu);
+  int pauseMs = 0, rc;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (const ibv_send_wr* w = wr; w != nullptr && !g.firstSendPosted; w = w->next)
+      if (w->opcode == IBV_WR_SEND) g.firstSendPosted = true, pauseMs = g.options.pauseAfterFirstSendMs;
+    rc = postSendLocked(qp, wr, bad);
+  }
+  if (pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pauseMs));  // outside the lock
+  return rc;
+}
+
+int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* q = g.qps.at(qp->qp_num);
   for (; wr != nullptr; wr = wr->next) {
     *bad = wr;
@@ -658,6 +674,7 @@ const VerbsApi& install(const Options& options) {
     std::strcpy(g.device.name, options.iwarp ? "emu_siw0" : options.roce ? "emu_rxe0" : "emu_ib0");
     g.device.transport_type = options.iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;
     g.withImm = g.plain = 0;
+    g.firstSendPosted = false;
     g.reads = g.dmabufRegistrations = 0;
     g.writesByQpn.clear();
     g.cmEstablished = g.cmRejected = 0;

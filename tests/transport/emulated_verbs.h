@@ -27,6 +27,9 @@ struct Options {
   // Completions of different queue pairs on one completion queue come out in a shuffled order (each
   // queue pair's own stay in order), as a device serving several queue pairs in parallel may deliver them.
   bool shuffleAcrossQps = false;
+  // The thread that posts the device's first SEND (a receiver's first credit) sleeps this long after
+  // it, so that its peer acts, or leaves, before the next one.
+  int pauseAfterFirstSendMs = 0;
 };
 
 // Installs the emulated device (replacing any earlier one) and returns its table.

@@ -266,6 +266,33 @@ TEST(EmulatedVerbs, QueuePairErrorIsARemoteErrorOnBothSides) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(10.0));
 }
 
+// A sender that flushed its frame and left while the receiver was still handing out its first credits:
+// the receiver's next credit fails (nobody acknowledges it), yet the frame already in the receiver's
+// memory is delivered, and only the wait after it reports the departure.  (CI saw the frame lost once
+// under AddressSanitizer, whose slowness left the receiver's I/O thread behind like this pause does.)
+TEST(EmulatedVerbs, AFrameThatArrivedOutlivesTheFailedCreditAfterIt) {
+  emulated::Options o;
+  o.pauseAfterFirstSendMs = 500;
+  VerbsLink l(o);
+  void* p;
+  ASSERT_EQ(l.send->acquire(&p, testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
+  std::memcpy(p, "last words", 10);
+  l.send->post(10, 7);
+  ASSERT_EQ(l.send->flush(testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
+  l.send.reset();
+  const void* data;
+  size_t bytes = 0;
+  uint64_t sig = 0;
+  ASSERT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(20)), loomSuccess) << loomGetLastError(nullptr);
+  EXPECT_EQ(bytes, 10u);
+  EXPECT_EQ(sig, 7u);
+  EXPECT_EQ(std::memcmp(data, "last words", 10), 0);
+  l.recv->release();
+  EXPECT_EQ(l.recv->wait(&data, &bytes, &sig, testing::waitUpTo(20)), loomRemoteError);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("queue pair error"), std::string::npos)
+      << loomGetLastError(nullptr);
+}
+
 TEST(EmulatedVerbs, NoActivePortMeansTheTransportDoesNotReach) {
   emulated::Options o;
   o.portActive = false;

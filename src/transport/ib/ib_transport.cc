@@ -426,24 +426,28 @@ class IbConnection {
 
   // Polls the completion queue until done() (sleeping in growing steps up to 1 ms once nothing comes:
   // never a long busy spin).  Incoming notes and immediates go to onNote(index).
+  // A failed completion (or a failure noted with fail()) breaks the connection for good, but what
+  // arrived before it is still delivered: the queue is drained and done() asked before the failure is
+  // reported.  (A receiver's credit to a sender that flushed its last frame and left fails; the frame
+  // must not be lost to that.)
   template <typename Done, typename OnNote>
   bool progressUntil(Done done, OnNote onNote, const std::atomic<bool>& stop, std::string* why) {
     int idleUs = 0;
     for (int spins = 0;; ++spins) {
       ibv_wc wc[16];
       const int n = api_.pollCq(cq_, 16, wc);
-      if (n < 0) return *why = "polling the completion queue failed", false;
+      if (n < 0) fail("polling the completion queue failed");
       for (int k = 0; k < n; ++k) {
-        if (wc[k].status != IBV_WC_SUCCESS)
-          return *why = std::string("queue pair error: ") + ibv_wc_status_str(wc[k].status), false;
-        if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        if (wc[k].status != IBV_WC_SUCCESS) {
+          fail(std::string("queue pair error: ") + ibv_wc_status_str(wc[k].status));
+        } else if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           onNote(ntohl(wc[k].imm_data));
-          if (!postRecv(wc[k].wr_id)) return *why = "cannot repost a receive", false;
+          if (!postRecv(wc[k].wr_id)) fail("cannot repost a receive");
         } else if (wc[k].opcode == IBV_WC_RECV) {
           uint64_t note = 0;
           std::memcpy(&note, notes_.data + wc[k].wr_id * kNoteBytes, sizeof note);
           onNote(note);
-          if (!postRecv(wc[k].wr_id)) return *why = "cannot repost a receive", false;
+          if (!postRecv(wc[k].wr_id)) fail("cannot repost a receive");
         } else if (wc[k].wr_id == kReadWr) {
           ++readsDone_;
         } else {
@@ -451,6 +455,7 @@ class IbConnection {
         }
       }
       if (done()) return true;
+      if (!failure_.empty() && n <= 0) return *why = failure_, false;
       if (stop.load()) return *why = "stopped", false;
       if (n > 0) {
         idleUs = 0;
@@ -460,6 +465,10 @@ class IbConnection {
       idleUs = std::min(1000, idleUs == 0 ? 20 : idleUs * 2);
       std::this_thread::sleep_for(std::chrono::microseconds(idleUs));
     }
+  }
+  // Notes the connection's first failure; progressUntil reports it once nothing more is delivered.
+  void fail(const std::string& why) {
+    if (failure_.empty()) failure_ = why;
   }
   int outstanding() const { return outstanding_; }
 
@@ -545,6 +554,7 @@ class IbConnection {
 
   const IbDevice& dev_;
   const VerbsApi& api_;
+  std::string failure_;  // the first failure (see progressUntil)
   size_t nslots_ = 0, stride_ = 0;
   RegisteredBuffer slots_, notes_;
   ibv_cq* cq_ = nullptr;
@@ -605,19 +615,17 @@ class IbSendWire : public SendWire {
   template <typename Done>
   bool waitForPeer(Done done, const std::atomic<bool>& stop, std::string* why) {
     auto nextProbe = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    std::string probeWhy;
-    const bool ok = conn_->progressUntil(
+    return conn_->progressUntil(
         [&] {
-          if (done() || !probeWhy.empty()) return true;
+          if (done()) return true;
+          std::string probeWhy;
           if (std::chrono::steady_clock::now() >= nextProbe) {
             nextProbe += std::chrono::milliseconds(200);
-            if (!conn_->postProbe(&probeWhy)) return true;
+            if (!conn_->postProbe(&probeWhy)) conn_->fail(probeWhy);
           }
           return false;
         },
         countCredit(), stop, why);
-    if (ok && !probeWhy.empty()) *why = probeWhy;
-    return ok && probeWhy.empty();
   }
   std::function<void(uint64_t)> countCredit() {
     return [this](uint64_t) { ++credits_, ++granted_; };
@@ -728,20 +736,18 @@ class IbRecvWire : public RecvWire {
   }
   void grant(size_t index) override {
     std::string why;
-    if (!conn_->postNote(conn_->qpOf(index), index, &why)) grantError_ = why;
+    if (!conn_->postNote(conn_->qpOf(index), index, &why)) conn_->fail(why);
   }
   bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
                const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
-    if (!grantError_.empty()) return *why = grantError_, false;
     // Notes and immediates name the slot written; queue pairs complete in any order between them, so
     // each slot is marked until the ring reaches it.  A slot named twice, or out of the ring, is a
     // confused or hostile peer.
     const auto arrivedOrFailed = [&] {
       grantFreed();
-      return arrived_[index] != 0 || badIndex_ || !grantError_.empty();
+      return arrived_[index] != 0 || badIndex_;
     };
     if (!conn_->progressUntil(arrivedOrFailed, markArrived(), stop, why)) return false;
-    if (!grantError_.empty()) return *why = grantError_, false;
     if (badIndex_) return *why = "the peer announced a slot it may not write", false;
     arrived_[index] = 0;
     FrameHeader h{};
@@ -792,7 +798,6 @@ class IbRecvWire : public RecvWire {
   double timeoutSec_;
   std::vector<char> arrived_;  // per slot: written and announced, not yet received
   bool badIndex_ = false;
-  std::string grantError_;
 };
 
 }  // namespace

@@ -64,10 +64,19 @@ void* driverEntry(const char* name, int version) {
   return fn;
 }
 
-// The allocation holding ptr: its start and size (the driver's cuMemGetAddressRange).
+// The allocation holding ptr: its start and size (the driver's cuMemGetAddressRange).  Driver calls need
+// a current context, which a thread of loom's own (an I/O thread reading into GPU memory) may lack: it
+// gets the primary context of the pointer's device (a thread without a context loses nothing by it).
 bool allocationRange(const void* ptr, uintptr_t* base, size_t* bytes) {
   using GetRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+  using GetCurrent = int (*)(void**);
   static auto getRange = reinterpret_cast<GetRange>(driverEntry("cuMemGetAddressRange", 12000));
+  static auto getCurrent = reinterpret_cast<GetCurrent>(driverEntry("cuCtxGetCurrent", 4000));
+  void* context = nullptr;
+  if (getCurrent != nullptr && getCurrent(&context) == 0 && context == nullptr) {
+    const int device = deviceOf(ptr);
+    if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+  }
   unsigned long long b = 0;
   size_t size = 0;
   if (getRange == nullptr || getRange(&b, &size, reinterpret_cast<uintptr_t>(ptr)) != 0) {

@@ -180,6 +180,28 @@ TEST_P(GdrEmulatedNic, DirectFrameMovesGpuMemoryByRdmaRead) {
 INSTANTIATE_TEST_SUITE_P(Emulated, GdrEmulatedNic, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "iwarp" : "roce"; });
 
+// A registration pins its GPU allocation: once the application frees the allocation, its registration
+// goes when the next one is made (not only when the cache evicts it); live allocations stay registered.
+TEST(GdrEmulated, AFreedGpuBufferIsUnregisteredBeforeTheNextRegistration) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr, loom::emulated::Options{});
+    OneConnection c;
+    if (!c.open()) return 2;
+    const size_t bytes = 1 << 20;
+    void* freed = dev.deviceAlloc(bytes);
+    void* kept = dev.deviceAlloc(bytes);
+    if (!c.send->canPostDirectFrom(freed, bytes) || !c.send->canPostDirectFrom(kept, bytes)) return 3;
+    if (loom::emulated::dmabufRegionsNow() != 2) return 4;
+    dev.deviceFree(freed);
+    void* fresh = dev.deviceAlloc(bytes);  // may reuse the freed address: a new allocation all the same
+    if (!c.send->canPostDirectFrom(fresh, bytes)) return 5;
+    if (loom::emulated::dmabufRegionsNow() != 2) return 6;  // kept and fresh; the freed one is gone
+    if (!c.send->canPostDirectFrom(kept, bytes) || loom::emulated::dmabufRegistrations() != 3) return 7;
+    return 0;
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
 // Without a GPU runtime the ib queues do not offer device memory (and a call with device buffers could
 // not exist).
 TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/datatypes.h"
@@ -146,6 +147,19 @@ int checkDmabuf() {
   loom::DeviceApi::Allocation aa, ab;
   if (api->allocationOf(a + 12345, &aa) != loomSuccess || api->allocationOf(b, &ab) != loomSuccess)
     return say("FAIL dma-buf: allocation lookup: %s\n", api->lastErrorText().c_str()), 1;
+  // The receiving I/O thread looks allocations up too, without having made any CUDA call before.
+  loom::DeviceApi::Allocation fromThread{};
+  loomResult_t threadResult = loomInternalError;
+  std::thread([&] { threadResult = api->allocationOf(a + 12345, &fromThread); }).join();
+  if (threadResult != loomSuccess || fromThread.base != aa.base || fromThread.id != aa.id)
+    return say("FAIL dma-buf: allocation lookup from a fresh thread: %s\n", api->lastErrorText().c_str()), 1;
+  // A freed allocation is no longer found (its registration is dropped: transport/ib/device_mr.cc).
+  char* c = nullptr;
+  loom::DeviceApi::Allocation freed{};
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&c), 4096));
+  CUDA_OK(cudaFree(c));
+  if (api->allocationOf(c, &freed) == loomSuccess && freed.base == reinterpret_cast<uint64_t>(c))
+    return say("FAIL dma-buf: a freed allocation is still found\n"), 1;
   const bool found = aa.base == reinterpret_cast<uint64_t>(a) && aa.length >= bytes &&
                      ab.base == reinterpret_cast<uint64_t>(b) && aa.id != ab.id;
   int fd = -1;

@@ -712,6 +712,10 @@ std::vector<uint64_t> writesPerQp() {
 uint64_t cmRejected() { return counter(&State::cmRejected); }
 uint64_t reads() { return counter(&State::reads); }
 uint64_t dmabufRegistrations() { return counter(&State::dmabufRegistrations); }
+uint64_t dmabufRegionsNow() {
+  std::lock_guard<std::mutex> lock(g.mu);
+  return g.mappedBytes.size();
+}
 
 }  // namespace emulated
 }  // namespace loom

@@ -45,6 +45,8 @@ std::vector<uint64_t> writesPerQp();
 // RDMA READs completed, and regions registered from a dma-buf (GPU memory), since install().
 uint64_t reads();
 uint64_t dmabufRegistrations();
+// Regions registered from a dma-buf and not deregistered yet (GPU memory the NIC still pins).
+uint64_t dmabufRegionsNow();
 // rdma_cm connections accepted and requests rejected since install().
 uint64_t cmEstablished();
 uint64_t cmRejected();

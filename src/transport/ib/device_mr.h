@@ -7,8 +7,9 @@
 // (the runtime's buffer id: an address freed and allocated again is a new allocation and gets a new
 // registration).  At most LOOM_IB_GDR_CACHE of them are kept; the least recently used goes first.  A
 // registration holds its allocation's pages: memory the application frees stays in use until its
-// registration is evicted (caching allocators, PyTorch's among them, reuse their allocations, so the
-// cache holds few).
+// registration is dropped: when the next new registration is made (which first drops every entry whose
+// allocation is gone) or when it is evicted.  Caching allocators, PyTorch's among them, reuse their
+// allocations, so the cache holds few.
 #pragma once
 
 #include <string>

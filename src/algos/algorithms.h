@@ -41,5 +41,9 @@ loomResult_t allToAll(loomComm* comm, const CollArgs& args);
 // kernels on GPU buffers): what runs where GPU buffers cross hosts by GPUDirect RDMA (transfer_ring.cc).
 loomResult_t transferRingReduceScatter(loomComm* comm, const CollArgs& args);
 loomResult_t transferRingAllReduce(loomComm* comm, const CollArgs& args);
+// Broadcast / reduce along the chain of the ring order in large chunks, of transfers only, for the same
+// reason (transfer_chain.cc).
+loomResult_t transferChainBroadcast(loomComm* comm, const CollArgs& args);
+loomResult_t transferChainReduce(loomComm* comm, const CollArgs& args);
 
 }  // namespace loom

@@ -155,13 +155,16 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   // broadcast run its chain).
   std::vector<Candidate>& out = kept.empty() ? all : kept;
   // GPUDirect RDMA moves GPU buffers by point-to-point transfers only (device/gdr_path.h): where every
-  // rank may use it, allgather runs flat and reduce-scatter and allreduce run their ring of transfers
-  // (transfer_ring.cc) on every rank, whatever the model or LOOM_ALGO prefer: the choice must be the
-  // same on all ranks, and some may hold GPU buffers.
+  // rank may use it, allgather runs flat, reduce-scatter and allreduce run their ring of transfers
+  // (transfer_ring.cc) and broadcast and reduce their chain of transfers (transfer_chain.cc) on every
+  // rank, whatever the model or LOOM_ALGO prefer: the choice must be the same on all ranks, and some may
+  // hold GPU buffers.
   if (comm->gdrEverywhere) {
     const double ringUs = predictUs(comm->costModel, Algo::Ring, args.coll, bytes, comm->nranks, hosts, slot);
     if (args.coll == CollType::AllReduce) return {Candidate{Algo::Ring, transferRingAllReduce, ringUs}};
     if (args.coll == CollType::ReduceScatter) return {Candidate{Algo::Ring, transferRingReduceScatter, ringUs}};
+    if (args.coll == CollType::Broadcast) return {Candidate{Algo::Ring, transferChainBroadcast, ringUs}};
+    if (args.coll == CollType::Reduce) return {Candidate{Algo::Ring, transferChainReduce, ringUs}};
     if (args.coll == CollType::AllGather) {
       std::vector<Candidate> flat;
       for (const Candidate& c : all)

@@ -13,55 +13,27 @@
 //
 // Slower than ring_allreduce.cc on host memory (one step at a time, no fused receive-reduce-send in
 // slot-sized slices), which is why it runs only where GPU buffers need it.
-#include <algorithm>
 #include <vector>
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
-#include "algos/scratch.h"
+#include "algos/transfer_steps.h"
 #include "core/comm.h"
 #include "core/datatypes.h"
-#include "device/device_api.h"
 #include "device/device_call.h"
 
 namespace loom {
 
 namespace {
 
-// n chunks of `count` elements as even as they come: the first `count % n` one element longer.
-struct Chunks {
-  size_t count;
-  int n;
-  size_t size(int c) const { return count / n + (static_cast<size_t>(c) < count % n ? 1 : 0); }
-  size_t offset(int c) const { return c * (count / n) + std::min<size_t>(c, count % n); }
-};
-
 // The reduce-scatter phase: chunk r of the reduction of every rank's `in` lands in `out`.
 loomResult_t reduceScatterSteps(loomComm* comm, const CollArgs& args, const Chunks& chunks, const char* in, char* out) {
   const int n = comm->nranks, r = comm->rank;
   const size_t es = typeSize(args.type);
   const uint64_t signature = callSignature(args);
-  DeviceApi* dev = deviceApi();
-  const bool onDevice = dev != nullptr && dev->isDeviceMemory(out);
-  if (n == 1) {
-    if (in == out) return loomSuccess;
-    return runTransfers(comm, {Transfer{r, true, const_cast<char*>(in), chunks.size(0) * es, signature},
-                               Transfer{r, false, out, chunks.size(0) * es, signature}}, "reduce-scatter (one rank)");
-  }
-  const size_t most = chunks.size(0) * es;
-  char* scratch[2];
-  ScratchLease hostScratch(ScratchUse::kReceived, onDevice ? 0 : 2 * most);
-  if (onDevice) {
-    if (!comm->deviceScratch) comm->deviceScratch = std::make_unique<StagingPool>(dev, StagingPool::Memory::kDevice);
-    for (int i = 0; i < 2; ++i) {
-      void* p = nullptr;
-      LOOM_CHECK(comm->deviceScratch->get(static_cast<size_t>(i), most, &p, out));
-      scratch[i] = static_cast<char*>(p);
-    }
-  } else {
-    scratch[0] = hostScratch.data();
-    scratch[1] = hostScratch.data() + most;
-  }
+  if (n == 1) return copyToSelf(comm, in, out, chunks.size(0) * es, signature, "reduce-scatter (one rank)");
+  TwinScratch scratch;
+  LOOM_CHECK(scratch.get(comm, out, chunks.size(0) * es));
   // Avg adds up along the ring and divides once, on the last addition.
   const loomRedOp_t along = args.op == loomAvg ? loomSum : args.op;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
@@ -75,7 +47,7 @@ loomResult_t reduceScatterSteps(loomComm* comm, const CollArgs& args, const Chun
                             "reduce-scatter (point to point)"));
     const bool last = s == n - 2;  // then received == r
     char* sum = last ? out : landing;
-    LOOM_CHECK(combineWhereItLies(comm, onDevice ? dev : nullptr, sum, landing, in + chunks.offset(received) * es,
+    LOOM_CHECK(combineWhereItLies(comm, scratch.device(), sum, landing, in + chunks.offset(received) * es,
                                   chunks.size(received), args.type, last ? args.op : along, n));
     sending = sum;
   }

@@ -87,20 +87,56 @@ bool holds(EmulatedDevice& dev, const void* p, size_t bytes, int salt) {
   return true;
 }
 
-// Runs fn(rank, comm) on two ranks of this process (a thread each) and returns the first failure.
+// Runs fn(rank, comm) on n ranks of this process (a thread each) and returns the first failure.
 template <typename Fn>
-int twoRanks(Fn fn) {
-  loomComm_t comms[2] = {nullptr, nullptr};
-  if (loomCommInitAll(comms, 2, nullptr) != loomSuccess) {
+int someRanks(int n, Fn fn) {
+  std::vector<loomComm_t> comms(static_cast<size_t>(n), nullptr);
+  if (loomCommInitAll(comms.data(), n, nullptr) != loomSuccess) {
     std::fprintf(stderr, "init: %s\n", loomGetLastError(nullptr));
     return 2;
   }
-  int status[2] = {0, 0};
-  std::thread other([&] { status[1] = fn(1, comms[1]); });
+  std::vector<int> status(static_cast<size_t>(n), 0);
+  std::vector<std::thread> others;
+  for (int r = 1; r < n; ++r) others.emplace_back([&, r] { status[r] = fn(r, comms[r]); });
   status[0] = fn(0, comms[0]);
-  other.join();
+  for (auto& t : others) t.join();
   for (loomComm_t c : comms) loomCommDestroy(c);
-  return status[0] != 0 ? status[0] : status[1];
+  for (int st : status)
+    if (st != 0) return st;
+  return 0;
+}
+template <typename Fn>
+int twoRanks(Fn fn) {
+  return someRanks(2, fn);
+}
+
+// Broadcast from `bcastRoot` and reduce (sum, avg, max; in and out of place at the root) to `reduceRoot`
+// of `count` floats on device buffers (host buffers where `onHost`), against the reference.
+int chainCalls(EmulatedDevice& dev, int rank, int n, loomComm_t comm, size_t count, int bcastRoot, int reduceRoot,
+               bool onHost = false) {
+  const size_t bytes = count * sizeof(float);
+  auto alloc = [&] { return onHost ? std::malloc(bytes) : dev.deviceAlloc(bytes); };
+  auto release = [&](void* p) { onHost ? std::free(p) : dev.deviceFree(p); };
+  void* buf = alloc();
+  fill(dev, buf, bytes, rank == bcastRoot ? 5 : 77);
+  if (loomBroadcast(buf, buf, count, loomFloat32, bcastRoot, comm, nullptr) != loomSuccess)
+    return std::fprintf(stderr, "broadcast: %s\n", loomGetLastError(comm)), 80;
+  if (!holds(dev, buf, bytes, 5)) return std::fprintf(stderr, "broadcast: rank %d holds the wrong data\n", rank), 81;
+  for (const loomRedOp_t op : {loomSum, loomAvg, loomMax}) {
+    for (const bool inPlace : {false, true}) {
+      void* out = inPlace ? buf : alloc();
+      loom::testing::fillInput(loomFloat32, op, rank, count, dev.view(buf));
+      if (loomReduce(buf, out, count, loomFloat32, op, reduceRoot, comm, nullptr) != loomSuccess)
+        return std::fprintf(stderr, "reduce: %s\n", loomGetLastError(comm)), 82;
+      std::string first;
+      if (rank == reduceRoot && loom::testing::countWrong(loomFloat32, op, n, count, dev.view(out), &first) != 0)
+        return std::fprintf(stderr, "reduce op %d%s: %s\n", static_cast<int>(op), inPlace ? " in place" : "",
+                            first.c_str()), 83;
+      if (!inPlace) release(out);
+    }
+  }
+  release(buf);
+  return 0;
 }
 
 // One ib connection on the installed (emulated) device: rank 0 sends, rank 1 receives.
@@ -309,6 +345,7 @@ void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
       }
       dev.deviceFree(mine), dev.deviceFree(theirs), dev.deviceFree(in), dev.deviceFree(out);
       if (int bad = reductions(dev, rank, comm)) return bad;
+      if (int bad = chainCalls(dev, rank, 2, comm, 100003, 1, 0)) return bad;
       // Staging buffers live as long as the communicator: none on the GPUDirect path.
       return (dev.pinnedLive() == 0) == expectGdr ? 0 : 24;
     });
@@ -328,6 +365,27 @@ TEST(GdrEmulated, CallsOnGpuBuffersGoOverGpuDirectRdmaWhereTheTopologyAllows) {
 }
 
 TEST(GdrEmulated, GpuAndNicFartherThanTheGdrLevelAreStaged) { gpuBufferCalls("LOC", false); }
+
+// Broadcast and reduce along a chain of four ranks (the middle ones pass on what they receive, and add
+// to it on the GPU), in several chunks (9 MB: three of 4 MB), roots inside the chain: over GPUDirect
+// RDMA (each chunk read where it lies), nothing staged, results exact.
+TEST(GdrEmulated, BroadcastAndReduceRunAlongAChainOfTransfers) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    const int n = 4;
+    const int status = someRanks(n, [&](int rank, loomComm_t comm) {
+      if (int bad = chainCalls(dev, rank, n, comm, (size_t{9} << 20) / sizeof(float) + 3, 1, 2)) return bad;
+      return dev.pinnedLive() == 0 ? 0 : 84;
+    });
+    if (status != 0) return status;
+    std::fprintf(stderr, "reads %llu, dma-buf registrations %llu\n",
+                 static_cast<unsigned long long>(loom::emulated::reads()),
+                 static_cast<unsigned long long>(loom::emulated::dmabufRegistrations()));
+    // Every chunk a rank receives is one RDMA READ: 3 chunks x 3 receiving ranks x 7 calls.
+    return loom::emulated::reads() == 3 * 3 * 7 ? 0 : 85;
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
 
 // A GPU buffer the NIC cannot register (the driver exports no dma-buf and no peer-memory module lets the
 // NIC pin the device address) is staged, not failed.
@@ -368,6 +426,20 @@ TEST(GdrEmulated, AGpuRankAndAHostRankReduceTogether) {
       const bool ok = r == loomSuccess && loom::testing::countWrong(loomInt64, loomMax, 2, count, dev.view(buf), nullptr) == 0;
       if (rank == 0) dev.deviceFree(buf);
       return ok ? 0 : 80;
+    });
+  }, timeBound(120));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// The same with one rank of three on host buffers, in the middle of the chain and at its ends: every
+// rank still runs the chain of transfers (the choice is the communicator's), and results are exact.
+TEST(GdrEmulated, AHostRankInAChainOfGpuRanks) {
+  auto outcomes = forkRanks(1, [](int) {
+    EmulatedDevice& dev = setUp(nullptr);
+    return someRanks(3, [&](int rank, loomComm_t comm) {
+      for (const int roots : {0, 1, 2})
+        if (int bad = chainCalls(dev, rank, 3, comm, 1000003, roots, (roots + 1) % 3, rank == 1)) return bad;
+      return 0;
     });
   }, timeBound(120));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();

@@ -11,12 +11,12 @@ namespace loom {
 
 namespace {
 
-const ParamSpec kTable[] = {
+const ParamSpec kSpecs[] = {
 #define LOOM_PARAM_SPEC(name, type, def, help) {#name, ParamType::type, def, help},
     LOOM_PARAM_LIST(LOOM_PARAM_SPEC)
 #undef LOOM_PARAM_SPEC
 };
-constexpr int kCount = sizeof(kTable) / sizeof(kTable[0]);
+constexpr int kCount = sizeof(kSpecs) / sizeof(kSpecs[0]);
 
 struct Loaded {
   Params values;
@@ -116,12 +116,12 @@ loomResult_t paramsCheck() {
 
 const ParamSpec* paramTable(int* count) {
   *count = kCount;
-  return kTable;
+  return kSpecs;
 }
 
 std::string paramEnvText(int i) {
   if (i < 0 || i >= kCount) return "";
-  const char* env = std::getenv((std::string("LOOM_") + kTable[i].name).c_str());
+  const char* env = std::getenv((std::string("LOOM_") + kSpecs[i].name).c_str());
   return env ? env : "<unset>";
 }
 

@@ -9,16 +9,6 @@
 
 namespace loom {
 
-namespace {
-
-std::string gbs(double v) {
-  char b[32];
-  snprintf(b, sizeof b, "%.1f GB/s", v);
-  return b;
-}
-
-}  // namespace
-
 loomResult_t TopoPolicy::fromParams(TopoPolicy* out) {
   TopoPolicy p;
   if (!parsePathType(params().P2P_LEVEL, &p.p2pLevel))
@@ -51,7 +41,7 @@ Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy)
     if (pa.mig >= 0 || pb.mig >= 0)
       return {"shm", ga + "<->" + gb + ": a MIG instance gets no P2P, data goes through host memory"};
     const TopoPath& p = s.path(pa.device, pb.device);
-    std::string what = ga + "<->" + gb + ": " + pathTypeName(p.type) + ", " + gbs(p.bw);
+    std::string what = ga + "<->" + gb + ": " + pathTypeName(p.type) + ", " + bandwidthText(p.bw);
     if (p.type == PathType::NVL || p.type == PathType::NVB) return {"p2p/nvlink", what};
     if (static_cast<int>(p.type) <= static_cast<int>(policy.p2pLevel))
       return {"p2p/pcie", what + ", within LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel)};
@@ -63,7 +53,7 @@ Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy)
   if (na.cpu == nb.cpu)
     return {"shm", "same host, same NUMA node (" + s.nodes[na.cpu].name + ")"};
   return {"shm", "same host, " + s.nodes[na.cpu].name + " and " + s.nodes[nb.cpu].name + ": " +
-                     pathTypeName(p.type) + ", " + gbs(p.bw)};
+                     pathTypeName(p.type) + ", " + bandwidthText(p.bw)};
 }
 
 Decision gdrDecision(const TopoSystem& s, int gpu, int nic, const TopoPolicy& policy) {
@@ -111,7 +101,7 @@ void assignNics(Cluster* c) {
     const TopoPath& path = s.path(p.device, best);
     p.nic = best;
     p.nicReason = s.nodes[p.device].name + " -> " + s.nodes[best].name + ": " + pathTypeName(path.type) + ", " +
-                  gbs(std::min(path.bw, s.nicBw(best))) +
+                  bandwidthText(std::min(path.bw, s.nicBw(best))) +
                   (equallyNear > 1 ? "; least used of " + std::to_string(equallyNear) + " equally near NICs (rails)"
                                    : "; the nearest NIC");
     ++load[{p.host, best}];

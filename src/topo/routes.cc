@@ -134,12 +134,6 @@ HostOrder searchHost(const TopoSystem& s, const std::vector<int>& devs, int nic,
   return best;
 }
 
-std::string gbs(double v) {
-  char b[32];
-  snprintf(b, sizeof b, "%.1f GB/s", v);
-  return b;
-}
-
 }  // namespace
 
 void doubleBinaryTree(int n, std::vector<int> parent[2]) {
@@ -223,7 +217,7 @@ loomResult_t planRoutes(const Cluster& c, RoutePlan* out) {
     }
     if (c.nranks() == 1) ring.bw = 0;
     ring.reason = ring.bw >= 1e8 ? std::string("all ranks on one device: local memory copies")
-                                 : "bottleneck " + gbs(ring.bw) + (sysHops ? ", crosses the CPU socket link " + std::to_string(sysHops) + " times per host" : "");
+                                 : "bottleneck " + bandwidthText(ring.bw) + (sysHops ? ", crosses the CPU socket link " + std::to_string(sysHops) + " times per host" : "");
     if (multiHost) {
       const TopoSystem& s0 = *c.hosts[usedHosts[0]];
       ring.reason += "; rail " + std::to_string(ch) + " (" + s0.nodes[rails[usedHosts[0]][ch]].name + " on " +
@@ -268,7 +262,7 @@ loomResult_t planRoutes(const Cluster& c, RoutePlan* out) {
     for (int h : usedHosts) treeBw = std::min(treeBw, c.hosts[h]->nicBw(rails[h][0]));
   out->treeBw = treeBw;
   out->treeReason = multiHost ? "binary trees over " + std::to_string(usedHosts.size()) +
-                                    " hosts (complementary), chains inside each host; bottleneck " + gbs(treeBw)
+                                    " hosts (complementary), chains inside each host; bottleneck " + bandwidthText(treeBw)
                               : "one host: two chains, one each way round ring 0";
   out->searchSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loomSuccess;

@@ -33,6 +33,12 @@ static const char* const kPathNames[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB
 
 const char* pathTypeName(PathType t) { return kPathNames[static_cast<int>(t)]; }
 
+std::string bandwidthText(double gbs) {
+  char b[32];
+  snprintf(b, sizeof b, "%.1f GB/s", gbs);
+  return b;
+}
+
 bool parsePathType(const std::string& s, PathType* out) {
   for (int i = 0; i < 8; ++i)
     if (strcasecmp(s.c_str(), kPathNames[i]) == 0) {

@@ -21,6 +21,7 @@ enum class PathType { LOC, NVL, NVB, PIX, PXB, PHB, SYS, NET };
 
 const char* nodeTypeName(NodeType t);
 const char* pathTypeName(PathType t);
+std::string bandwidthText(double gbs);  // "12.5 GB/s", as the decisions and routes print it
 bool parsePathType(const std::string& s, PathType* out);
 
 struct TopoNode {

@@ -14,7 +14,7 @@ namespace loom {
 
 namespace {
 
-struct Entry {
+struct CachedRegistration {
   const VerbsApi* api;
   ibv_pd* pd;
   uint64_t id;    // the allocation's buffer id
@@ -23,7 +23,7 @@ struct Entry {
 };
 
 std::mutex gMutex;
-std::list<Entry>* gEntries = new std::list<Entry>();  // most recently used first; never destroyed (exit)
+std::list<CachedRegistration>* gEntries = new std::list<CachedRegistration>();  // most recently used first; never destroyed (exit)
 
 // Registers allocation `a`: its dma-buf, else (peer memory) the device address.
 ibv_mr* registerAllocation(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const DeviceApi::Allocation& a,
@@ -87,7 +87,7 @@ ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, c
   dropFreedAllocations(device);
   ibv_mr* mr = registerAllocation(api, device, pd, a, why);
   if (mr == nullptr) return nullptr;
-  gEntries->push_front(Entry{&api, pd, a.id, a.base, mr});
+  gEntries->push_front(CachedRegistration{&api, pd, a.id, a.base, mr});
   // Over the bound: the least recently used go (not this call's: it was used last).
   const size_t keep = static_cast<size_t>(std::max<int64_t>(1, params().IB_GDR_CACHE));
   while (gEntries->size() > keep) {

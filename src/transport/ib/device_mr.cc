@@ -23,7 +23,8 @@ struct CachedRegistration {
 };
 
 std::mutex gMutex;
-std::list<CachedRegistration>* gEntries = new std::list<CachedRegistration>();  // most recently used first; never destroyed (exit)
+// Most recently used first; never destroyed (registrations may be used until exit).
+std::list<CachedRegistration>* gEntries = new std::list<CachedRegistration>();
 
 // Registers allocation `a`: its dma-buf, else (peer memory) the device address.
 ibv_mr* registerAllocation(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, const DeviceApi::Allocation& a,

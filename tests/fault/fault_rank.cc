@@ -7,9 +7,10 @@
 //   allreduce  the kill comes during a stream of allreduces of mixed sizes; survivors run until one fails
 //   destroy    the kill comes while the ranks are destroying the communicator after a few allreduces
 //   stream     nobody dies: allreduces for FAULT_STREAM_S seconds while the driver breaks the network
-// Report lines ("key value"): result, seconds (monotonic time the failing or last call returned),
-// killed_at, message, longest_call (stream: the longest allreduce, i.e. how long the network stalled it).  Exit code 0 when the rank ended on its own (whatever the library said); the
-// driver judges the reports.
+// Report lines ("key value"): comm_key (the communicator's key, which names its shared-memory segments),
+// result, seconds (monotonic time the failing or last call returned), killed_at, message, longest_call
+// (stream: the longest allreduce, i.e. how long the network stalled it).  Exit code 0 when the rank
+// ended on its own (whatever the library said); the driver judges the reports.
 #include <inttypes.h>
 #include <signal.h>
 #include <time.h>

@@ -104,22 +104,4 @@ MrCacheStats mrCacheStats() {
   return c.stats;
 }
 
-void mrCacheDropAll(const VerbsApi& api) {
-  std::deque<Idle> dropped;
-  {
-    Cache& c = cache();
-    std::lock_guard<std::mutex> g(c.mu);
-    for (auto it = c.idle.begin(); it != c.idle.end();) {
-      if (it->api == &api) {
-        c.stats.idleBytes -= it->buffer.bytes;
-        dropped.push_back(*it);
-        it = c.idle.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (Idle& e : dropped) destroy(*e.api, &e.buffer);
-}
-
 }  // namespace loom

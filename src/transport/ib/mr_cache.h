@@ -36,7 +36,5 @@ struct MrCacheStats {
   size_t idleBytes = 0;        // registered, waiting for a connection
 };
 MrCacheStats mrCacheStats();
-// Deregisters and frees every idle buffer registered through `api` (tests replace their emulated device).
-void mrCacheDropAll(const VerbsApi& api);
 
 }  // namespace loom

@@ -136,7 +136,32 @@ int withType(loomDataType_t type, F f) {
   }
 }
 
+// cudaFuncGetAttributes loads a kernel that is not loaded yet (CUDA's lazy loading).
+template <typename K>
+cudaError_t load(K kernel) {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, kernel);
+}
+
+template <typename T>
+int loadTyped() {
+  for (cudaError_t e : {load(reduceKernel<T, OpSum>), load(reduceKernel<T, OpProd>), load(reduceKernel<T, OpMax>),
+                        load(reduceKernel<T, OpMin>), load(sumDivideKernel<T>), load(scaleKernel<T>)})
+    if (e != cudaSuccess) return static_cast<int>(e);
+  return 0;
+}
+
 }  // namespace
+
+int loadDeviceKernels() {
+  for (int t = 0; t < loomNumTypes; ++t) {
+    int e = withType(static_cast<loomDataType_t>(t), [](auto tag) { return loadTyped<decltype(tag)>(); });
+    if (e != 0) return e;
+  }
+  for (cudaError_t e : {load(copy16Kernel), load(copy1Kernel)})
+    if (e != cudaSuccess) return static_cast<int>(e);
+  return 0;
+}
 
 int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
                        int divisor, void* stream) {

@@ -17,5 +17,9 @@ int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, lo
 int launchScaleKernel(void* dst, const void* src, size_t count, loomDataType_t type, const void* scalar, void* stream);
 // dst <- src, bytes (not overlapping), 16 bytes per thread where both are aligned.
 int launchCopyKernel(void* dst, const void* src, size_t bytes, void* stream);
+// Loads every kernel above on the current device now.  CUDA loads a kernel at its first launch, and
+// loading synchronises the device; a first launch inside a call that the user's stream is waiting for
+// would wait for itself (seen on an H200: the direct allreduce's first reduce kernel never launched).
+int loadDeviceKernels();
 
 }  // namespace loom

@@ -35,8 +35,14 @@ void copyTerminated(char (&to)[N], const std::string& from) {
 void currentGpu(TopoHeader* h) {
   DeviceApi* dev = deviceApi();
   if (dev == nullptr) return;
-  copyTerminated(h->gpuBus, dev->currentBusId());
+  const std::string bus = dev->currentBusId();
+  copyTerminated(h->gpuBus, bus);
   copyTerminated(h->gpuUuid, dev->currentUuid());
+  // Now, while no call of this rank is in flight: a GPU rank's kernels would otherwise load inside its
+  // first call on a device stream, which the stream is waiting for.
+  if (!bus.empty() && dev->prepareCurrentDevice() != loomSuccess)
+    LOOM_WARN(kInit, "readying GPU %s for loom failed (%s): %s; its first calls on device streams may hang",
+              bus.c_str(), dev->name(), dev->lastErrorText().c_str());
 }
 
 constexpr uint64_t kMaxHostXml = 4u << 20;

@@ -257,6 +257,11 @@ class CudaApi final : public DeviceApi {
     return loomSuccess;
   }
 
+  loomResult_t prepareCurrentDevice() override {
+    return ok(static_cast<cudaError_t>(loadDeviceKernels()), "loading loom's kernels") ? loomSuccess
+                                                                                      : loomUnhandledCudaError;
+  }
+
   std::string currentBusId() override {
     using DeviceGet = int (*)(int*, int);
     using PrimaryState = int (*)(int, unsigned*, int*);

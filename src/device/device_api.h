@@ -67,6 +67,9 @@ class DeviceApi {
   // started using that device (no CUDA context on it yet): a process that never touched a GPU is a CPU
   // rank, and its host buffers keep the host algorithms.
   virtual std::string currentBusId() = 0;
+  // Readies the current device for loom's calls while nothing of loom's is in flight on it (a GPU rank
+  // joining a communicator): loads loom's kernels there (see loadDeviceKernels in algos/device_kernels.h).
+  virtual loomResult_t prepareCurrentDevice() = 0;
   // The current device's UUID ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; a MIG instance has its own).
   virtual std::string currentUuid() = 0;
   // The PCI bus id of the device ptr's memory is on ("" when unknown), and whether a device reaches

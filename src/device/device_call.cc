@@ -95,6 +95,7 @@ bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank) {
 
 StagingPool::~StagingPool() {
   for (Buffer& b : buffers_) release(&b);
+  for (Buffer& b : outgrown_) release(&b);
 }
 
 void StagingPool::release(Buffer* b) {
@@ -106,10 +107,12 @@ loomResult_t StagingPool::get(size_t index, size_t bytes, void** ptr, const void
   if (buffers_.size() <= index) buffers_.resize(index + 1);
   Buffer& b = buffers_[index];
   const bool device = memory_ == Memory::kDevice;
-  if (b.ptr != nullptr && device && near != nullptr && api_->busIdOf(b.ptr) != api_->busIdOf(near)) release(&b);
-  if (b.bytes < bytes) {
-    release(&b);
-    size_t want = std::max(bytes, size_t{4096});
+  const bool elsewhere = b.ptr != nullptr && device && near != nullptr && api_->busIdOf(b.ptr) != api_->busIdOf(near);
+  if (b.bytes < bytes || elsewhere) {
+    if (b.ptr != nullptr) outgrown_.push_back(b);  // not freed here: see the class comment
+    b = Buffer();
+    size_t want = 4096;
+    while (want < bytes) want *= 2;
     if ((device ? api_->deviceAlloc(&b.ptr, want, near) : api_->hostAlloc(&b.ptr, want)) != loomSuccess)
       return setError(loomSystemError, "allocating %zu bytes of %s failed (%s): %s", want,
                       device ? "device memory for scratch" : "page-locked host memory to stage device data",

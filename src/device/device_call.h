@@ -30,6 +30,10 @@ bool touchesDevice(DeviceApi* api, const CollArgs& args, int nranks, int rank);
 // Buffers of one communicator, reused from call to call (allocating pinned or device memory costs
 // milliseconds): pinned host memory to stage device data in, or device memory for the algorithms'
 // scratch on the GPU.  Used by one thread at a time: the communicator's calls never run concurrently.
+// A buffer that is outgrown is kept, not freed, until the pool goes (with the communicator): freeing
+// pinned or device memory synchronises the whole device, and a call runs while the user's stream waits
+// for it, so a free inside a call would wait for itself (seen on an H200: cudaFreeHost never returned).
+// Sizes grow to powers of two, so what is kept is less than what is in use.
 class StagingPool {
  public:
   enum class Memory { kPinnedHost, kDevice };
@@ -48,6 +52,7 @@ class StagingPool {
   DeviceApi* api_;
   Memory memory_;
   std::vector<Buffer> buffers_;
+  std::vector<Buffer> outgrown_;  // freed with the pool
 };
 
 // Waits until the device work this thread started (DeviceApi::copyStart / reduceStart) has finished,

@@ -130,6 +130,44 @@ TEST_P(DevicePath, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
   }
 }
 
+// Nothing inside a call on a device stream waits for the whole device: the stream waits for the call,
+// so on a GPU such a wait never returns (on an H200 a staging buffer's cudaFreeHost and the direct
+// allreduce's first reduce-kernel launch both hung that way).  Calls of growing sizes on a stream, which
+// grow the staging buffers, with the emulator counting device-wide waits made inside host calls.  The
+// device is installed before the communicator, as a GPU rank's runtime is there when it joins.
+TEST_P(DevicePath, NothingInAStreamCallWaitsForTheWholeDevice) {
+  const bool direct = GetParam();
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    EmulatedDevice& dev = device();
+    usePath(direct);
+    loomComm_t comm;
+    if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 2;
+    void* s = dev.streamCreate();
+    for (size_t count : {size_t{300}, size_t{20000}, size_t{300000}, size_t{1} << 20}) {
+      DeviceBuffer buf(count * sizeof(float)), part(count / 2 * sizeof(float));
+      auto* v = static_cast<float*>(buf.host());
+      for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>(rank + 1);
+      if (loomAllReduce(buf.ptr, buf.ptr, count, loomFloat32, loomSum, comm, s) != loomSuccess) return 3;
+      if (loomReduceScatter(buf.ptr, part.ptr, count / 2, loomFloat32, loomSum, comm, s) != loomSuccess) return 4;
+      dev.streamSynchronize(s);
+      for (size_t i = 0; i < count; ++i)
+        if (v[i] != 3.0f) return 5;
+      const auto* p = static_cast<const float*>(part.host());
+      for (size_t i = 0; i < count / 2; ++i)
+        if (p[i] != 6.0f) return 6;
+    }
+    loomResult_t async = loomSuccess;
+    if (loomCommGetAsyncError(comm, &async) != loomSuccess || async != loomSuccess) return 7;
+    const int waits = dev.deviceWideWaitsInHostCalls();
+    dev.streamDestroy(s);
+    if (loomCommDestroy(comm) != loomSuccess) return 8;
+    return waits == 0 ? 0 : 10 + waits;  // 10 + n: n device-wide waits, each a hang on a GPU
+  }, timeBound(60));
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(DeviceEmulated, DevicePath, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "direct" : "staged"; });
 

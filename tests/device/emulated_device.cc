@@ -52,7 +52,12 @@ void* EmulatedDevice::deviceAlloc(size_t bytes) {
   return mapView(fd, size, fd);  // the fd stays open: peers open it for IPC
 }
 
+void EmulatedDevice::deviceWideWait() {
+  if (hostCallsRunning_.load() > 0) ++deviceWideWaits_;
+}
+
 void EmulatedDevice::deviceFree(void* ptr) {
+  deviceWideWait();
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocations_.end()) return;
@@ -160,6 +165,7 @@ loomResult_t EmulatedDevice::hostAlloc(void** ptr, size_t bytes) {
 
 void EmulatedDevice::hostFree(void* ptr) {
   if (ptr == nullptr) return;
+  deviceWideWait();
   std::free(ptr);
   --pinnedLive_;
 }
@@ -197,7 +203,11 @@ loomResult_t EmulatedDevice::enqueueHostCall(void* stream, void (*fn)(void*), vo
     lastError_ = "enqueueHostCall: not a stream";
     return loomUnhandledCudaError;
   }
-  launch(stream, [fn, arg] { fn(arg); });
+  launch(stream, [this, fn, arg] {
+    ++hostCallsRunning_;
+    fn(arg);
+    --hostCallsRunning_;
+  });
   return loomSuccess;
 }
 
@@ -269,6 +279,7 @@ void EmulatedDevice::ipcClose(void* base) { deviceFree(base); }
 
 loomResult_t EmulatedDevice::reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
                                          loomRedOp_t op, int divisor) {
+  if (!kernelsLoaded_.exchange(true)) deviceWideWait();  // CUDA loads a kernel at its first launch
   const ReduceKernels& k = reduceKernels();
   if (op == loomAvg) k.sumDivide[type](view(dst), view(a), view(b), count, divisor);
   else k.reduce[type][op](view(dst), view(a), view(b), count);

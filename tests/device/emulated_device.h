@@ -6,6 +6,10 @@
 //   emulator itself copies and reduces through the second, readable mapping.
 // - Streams: a thread each, running its work (kernels, markers, host calls) strictly in order.  A host
 //   call blocks its stream until it returns, as cudaLaunchHostFunc does.
+// - What hangs a real GPU is counted (deviceWideWaitsInHostCalls): a call that synchronises the whole
+//   device (freeing pinned or device memory, the first launch of a kernel not loaded on the device by
+//   prepareCurrentDevice) made while a stream is blocked in a host call waits for that host call, which
+//   waits for loom: on a GPU it never returns.  Here it returns, and the count shows it.
 // - Copies (copyStart) and reductions run at once on the calling thread.
 // - IPC: a handle names the exporting process and its memfd; opening it maps the same memory here (through
 //   /proc/PID/fd), again unreadable by the host.  All emulated devices are one GPU ("emulated0" unless
@@ -51,6 +55,7 @@ class EmulatedDevice final : public DeviceApi {
   int dmabufExports() const { return dmabufExports_.load(); }  // dma-bufs handed out so far
   void refuseDmabuf(bool refuse) { refuseDmabuf_ = refuse; }   // as a driver without dma-buf export
   void setBusId(const std::string& id) { busId_ = id; }  // the PCI bus id the GPU reports
+  int deviceWideWaitsInHostCalls() const { return deviceWideWaits_.load(); }  // each a hang on a GPU
 
   // DeviceApi
   const char* name() const override { return "emulated device"; }
@@ -76,6 +81,10 @@ class EmulatedDevice final : public DeviceApi {
   loomResult_t allocationOf(const void* ptr, Allocation* out) override;
   loomResult_t dmabufOf(const Allocation& a, int* fd, uint64_t* offset) override;
   std::string currentBusId() override { return busId_; }
+  loomResult_t prepareCurrentDevice() override {
+    kernelsLoaded_ = true;
+    return loomSuccess;
+  }
   std::string currentUuid() override { return "00000000-0000-0000-0000-00000000e0e0"; }
   std::string busIdOf(const void* ptr) override { return isDeviceMemory(ptr) ? busId_ : ""; }
   bool reaches(const std::string& from, const std::string& to) override { return !from.empty() && from == to; }
@@ -102,6 +111,7 @@ class EmulatedDevice final : public DeviceApi {
   const Block* find(const void* ptr, uintptr_t* base);
   void streamLoop(Stream* s);
   Stream* streamOf(void* handle);
+  void deviceWideWait();  // a call that synchronises a real GPU's whole device
 
   std::mutex mutex_;
   std::map<uintptr_t, Block> allocations_;  // by device base address
@@ -112,6 +122,9 @@ class EmulatedDevice final : public DeviceApi {
   std::atomic<bool> refuseIpc_{false};
   std::atomic<int> dmabufExports_{0};
   std::atomic<bool> refuseDmabuf_{false};
+  std::atomic<int> hostCallsRunning_{0};
+  std::atomic<int> deviceWideWaits_{0};
+  std::atomic<bool> kernelsLoaded_{false};
   std::string busId_ = "emulated0";
   std::string lastError_;
 };

@@ -386,8 +386,9 @@ WorkPtr LoomBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::v
                 "and output of the same size, divisible by the world size ", size_, " (got ", in.numel(), " and ",
                 out.numel(), ")");
     const loomDataType_t type = loomType(input.scalar_type());
+    const int64_t perRank = in.numel() / size_;
     return launch(OpType::ALLTOALL_BASE, {output}, bytesOf(in), [=](loomStream_t s) {
-      return loomAllToAll(in.data_ptr(), out.data_ptr(), in.numel() / size_, type, comm, s);
+      return loomAllToAll(in.data_ptr(), out.data_ptr(), perRank, type, comm, s);
     }, inOrder(std::move(after)), {in, out, output});
   }
   // Uneven splits, counted in rows of dimension 0.

@@ -8,71 +8,43 @@
 #include <iterator>
 #include <string>
 
-#include "loom_build_config.h"
-
-#if LOOM_HAVE_VERBS
-#include <infiniband/verbs.h>
-#endif
-
 namespace loom {
 
-long verbsLaneMbps(uint8_t s) {
-  switch (s) {
-    case 1: return 2500;     // SDR
-    case 2: return 5000;     // DDR
-    case 4: return 10000;    // QDR
-    case 8: return 10000;    // FDR10
-    case 16: return 14000;   // FDR
-    case 32: return 25000;   // EDR
-    case 64: return 50000;   // HDR
-    case 128: return 100000; // NDR
-    default: return 0;
-  }
+namespace {
+
+std::string firstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
 }
 
-int verbsLanes(uint8_t w) {
-  switch (w) {
-    case 1: return 1;
-    case 2: return 4;
-    case 4: return 8;
-    case 8: return 12;
-    case 16: return 2;
-    default: return 0;
-  }
+}  // namespace
+
+long verbsRateMbps(const std::string& rate) {
+  double gbps = 0;
+  char unit[16] = {};
+  if (std::sscanf(rate.c_str(), "%lf %15s", &gbps, unit) != 2 || gbps <= 0 || std::string(unit) != "Gb/sec") return 0;
+  return static_cast<long>(gbps * 1000 + 0.5);
 }
 
-std::vector<VerbsPort> verbsPorts(const std::string& device) {
+std::vector<VerbsPort> verbsPorts(const std::string& device, const std::string& sysRoot) {
   std::vector<VerbsPort> out;
-#if LOOM_HAVE_VERBS
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return out;
-  for (int i = 0; i < n; ++i) {
-    if (device != ibv_get_device_name(list[i])) continue;
-    ibv_context* ctx = ibv_open_device(list[i]);
-    if (ctx == nullptr) break;
-    ibv_device_attr dev{};
-    if (ibv_query_device(ctx, &dev) == 0) {
-      for (int p = 1; p <= dev.phys_port_cnt; ++p) {
-        ibv_port_attr pa{};
-        if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) continue;
-        VerbsPort vp;
-        vp.name = p == 1 ? device : device + ":" + std::to_string(p);
-        vp.port = p;
-        vp.speedMbps = verbsLaneMbps(pa.active_speed) * verbsLanes(pa.active_width);
-        vp.linkLayer = list[i]->transport_type == IBV_TRANSPORT_IWARP      ? "iWARP"
-                       : pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE"
-                                                                  : "IB";
-        out.push_back(vp);
-      }
-    }
-    ibv_close_device(ctx);
-    break;
+  const std::string dir = sysRoot + "/" + device;
+  // node_type "4: RNIC" is an iWARP device; "1: CA" an InfiniBand or RoCE one (told apart per port).
+  const bool iwarp = firstLine(dir + "/node_type").find("RNIC") != std::string::npos;
+  for (int p = 1; p <= 64; ++p) {
+    const std::string port = dir + "/ports/" + std::to_string(p);
+    const std::string state = firstLine(port + "/state");  // "4: ACTIVE"
+    if (state.empty()) break;
+    if (state.find("ACTIVE") == std::string::npos) continue;
+    VerbsPort vp;
+    vp.name = p == 1 ? device : device + ":" + std::to_string(p);
+    vp.port = p;
+    vp.speedMbps = verbsRateMbps(firstLine(port + "/rate"));
+    vp.linkLayer = iwarp ? "iWARP" : firstLine(port + "/link_layer") == "Ethernet" ? "RoCE" : "IB";
+    out.push_back(vp);
   }
-  ibv_free_device_list(list);
-#else
-  (void)device;
-#endif
   return out;
 }
 

@@ -1,5 +1,7 @@
-// RDMA NIC ports as libibverbs reports them: link layer (InfiniBand, Ethernet = RoCE, iWARP) and speed.
-// Used by detection for the NICs hwloc lists as OpenFabrics devices.
+// RDMA NIC ports as the kernel's RDMA subsystem reports them in sysfs (/sys/class/infiniband): link layer
+// (InfiniBand, Ethernet = RoCE, iWARP) and speed.  Used by detection for the NICs hwloc lists as
+// OpenFabrics devices.  Read from sysfs rather than through libibverbs, so that detection needs no
+// rdma-core: libloom loads rdma-core only when the ib transport is used (transport/ib/verbs_api.h).
 #pragma once
 
 #include <cstdint>
@@ -15,13 +17,11 @@ struct VerbsPort {
   std::string linkLayer;  // IB, RoCE or iWARP
 };
 
-// Per-lane signalling rate in Mb/s for ibv_port_attr::active_speed (SDR .. NDR; XDR needs active_speed_ex, newer than this rdma-core); 0 if unknown.
-long verbsLaneMbps(uint8_t activeSpeed);
-// Lanes for ibv_port_attr::active_width (1x, 2x, 4x, 8x, 12x); 0 if unknown.
-int verbsLanes(uint8_t activeWidth);
+// A port's speed in Mb/s from its sysfs `rate` ("100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"); 0 if unreadable.
+long verbsRateMbps(const std::string& rate);
 
-// The active ports of RDMA device `device` (empty without libibverbs in the build or without the device).
-std::vector<VerbsPort> verbsPorts(const std::string& device);
+// The active ports of RDMA device `device` (empty without the device); `sysRoot` is for tests.
+std::vector<VerbsPort> verbsPorts(const std::string& device, const std::string& sysRoot = "/sys/class/infiniband");
 
 // Whether a GPU memory peer module is loaded (nvidia-peermem / nv_peer_mem): NICs may register GPU
 // memory by its address.

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "topo/detect.h"
 #include "topo/system.h"
@@ -113,15 +118,58 @@ TEST(Detect, ThisMachine) {
 namespace loom {
 namespace {
 
-TEST(Verbs, PortSpeedFromTheAttributeCodes) {
-  EXPECT_EQ(verbsLaneMbps(32) * verbsLanes(2), 100000);   // EDR 4x: 100 Gb/s
-  EXPECT_EQ(verbsLaneMbps(64) * verbsLanes(2), 200000);   // HDR 4x
-  EXPECT_EQ(verbsLaneMbps(128) * verbsLanes(2), 400000);  // NDR 4x
-  EXPECT_EQ(verbsLaneMbps(1) * verbsLanes(1), 2500);      // SDR 1x
-  EXPECT_EQ(verbsLaneMbps(3), 0);                         // not a code: unknown, not a guess
-  EXPECT_EQ(verbsLanes(3), 0);
+TEST(Verbs, PortSpeedFromTheSysfsRate) {
+  EXPECT_EQ(verbsRateMbps("100 Gb/sec (4X EDR)"), 100000);
+  EXPECT_EQ(verbsRateMbps("200 Gb/sec (4X HDR)"), 200000);
+  EXPECT_EQ(verbsRateMbps("2.5 Gb/sec (1X SDR)"), 2500);
+  EXPECT_EQ(verbsRateMbps("25 Gb/sec (1X EDR)"), 25000);
+  EXPECT_EQ(verbsRateMbps("fast"), 0);        // unreadable: unknown, not a guess
+  EXPECT_EQ(verbsRateMbps("10 Mb/sec"), 0);
   // This machine has no RDMA device: asking for one gives no ports rather than an error.
   EXPECT_TRUE(verbsPorts("no_such_rdma_device").empty());
+}
+
+// A sysfs tree as the kernel lays it out: an InfiniBand HCA with one active and one down port, a RoCE
+// NIC, an iWARP RNIC.
+TEST(Verbs, PortsFromASysfsTree) {
+  char tmpl[] = "/tmp/loom-sysfs-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  auto write = [&](const std::string& rel, const std::string& text) {
+    const std::string path = root + "/" + rel;
+    ASSERT_EQ(std::system(("mkdir -p " + path.substr(0, path.rfind('/'))).c_str()), 0);
+    std::ofstream(path) << text << "\n";
+  };
+  write("mlx5_0/node_type", "1: CA");
+  write("mlx5_0/ports/1/state", "4: ACTIVE");
+  write("mlx5_0/ports/1/rate", "200 Gb/sec (4X HDR)");
+  write("mlx5_0/ports/1/link_layer", "InfiniBand");
+  write("mlx5_0/ports/2/state", "1: DOWN");
+  write("mlx5_0/ports/2/rate", "200 Gb/sec (4X HDR)");
+  write("mlx5_0/ports/2/link_layer", "InfiniBand");
+  write("mlx5_1/node_type", "1: CA");
+  write("mlx5_1/ports/1/state", "4: ACTIVE");
+  write("mlx5_1/ports/1/rate", "100 Gb/sec (4X EDR)");
+  write("mlx5_1/ports/1/link_layer", "Ethernet");
+  write("iwp0/node_type", "4: RNIC");
+  write("iwp0/ports/1/state", "4: ACTIVE");
+  write("iwp0/ports/1/rate", "25 Gb/sec (1X EDR)");
+  write("iwp0/ports/1/link_layer", "Ethernet");
+  auto ib = verbsPorts("mlx5_0", root);
+  ASSERT_EQ(ib.size(), 1u);
+  EXPECT_EQ(ib[0].name, "mlx5_0");
+  EXPECT_EQ(ib[0].port, 1);
+  EXPECT_EQ(ib[0].speedMbps, 200000);
+  EXPECT_EQ(ib[0].linkLayer, "IB");
+  auto roce = verbsPorts("mlx5_1", root);
+  ASSERT_EQ(roce.size(), 1u);
+  EXPECT_EQ(roce[0].linkLayer, "RoCE");
+  EXPECT_EQ(roce[0].speedMbps, 100000);
+  auto iwarp = verbsPorts("iwp0", root);
+  ASSERT_EQ(iwarp.size(), 1u);
+  EXPECT_EQ(iwarp[0].linkLayer, "iWARP");
+  EXPECT_EQ(iwarp[0].speedMbps, 25000);
+  EXPECT_EQ(std::system(("rm -rf " + root).c_str()), 0);
 }
 
 }  // namespace

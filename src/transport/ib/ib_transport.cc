@@ -53,8 +53,15 @@ const IbDevice& ibDevice() {
   static std::mutex mu;
   // Open for the life of the process (never destroyed, so still reachable at exit: no leak reports).
   static auto* cache = new std::map<const VerbsApi*, IbDevice>();
-  const VerbsApi& api = verbsApi();
+  static IbDevice* noLibrary = new IbDevice();
   std::lock_guard<std::mutex> g(mu);
+  std::string why;
+  const VerbsApi* loaded = verbsApi(&why);
+  if (loaded == nullptr) {
+    noLibrary->error = why;  // the same every time: rdma-core is loaded once or never
+    return *noLibrary;
+  }
+  const VerbsApi& api = *loaded;
   auto it = cache->find(&api);
   if (it != cache->end()) return it->second;
   IbDevice& d = (*cache)[&api];
@@ -439,7 +446,7 @@ class IbConnection {
       if (n < 0) fail("polling the completion queue failed");
       for (int k = 0; k < n; ++k) {
         if (wc[k].status != IBV_WC_SUCCESS) {
-          fail(std::string("queue pair error: ") + ibv_wc_status_str(wc[k].status));
+          fail(std::string("queue pair error: ") + wcStatusText(wc[k].status));
         } else if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           onNote(ntohl(wc[k].imm_data));
           if (!postRecv(wc[k].wr_id)) fail("cannot repost a receive");

@@ -1,11 +1,14 @@
 // Every libibverbs and librdmacm call the ib transport makes goes through this table, so that the
 // transport's whole protocol can run against an emulated device in tests
-// (tests/transport/emulated_verbs.h) on machines without an RDMA NIC.  The real table calls rdma-core;
+// (tests/transport/emulated_verbs.h) on machines without an RDMA NIC.  The real table calls rdma-core,
+// which libloom opens at run time (core/dynlib.h), the first time the ib transport looks for a device;
 // ibv_post_send/recv and ibv_poll_cq, inline in verbs.h, become real functions here.
 #pragma once
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+
+#include <string>
 
 namespace loom {
 
@@ -59,9 +62,11 @@ struct VerbsApi {
   const RdmaCmApi* cm;
 };
 
-// The table in use: rdma-core's unless a test installed another.
-const VerbsApi& verbsApi();
-const VerbsApi& rdmaCoreVerbs();
+// The table in use: rdma-core's unless a test installed another; nullptr, with *why naming the missing
+// library, when rdma-core cannot be loaded.
+const VerbsApi* verbsApi(std::string* why);
+// ibv_wc_status_str of rdma-core (through the table's library).
+const char* wcStatusText(ibv_wc_status status);
 // Tests only: installs `api` (null restores rdma-core's) for every ib transport created afterwards.
 void setVerbsApiForTesting(const VerbsApi* api);
 

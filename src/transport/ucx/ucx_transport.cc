@@ -14,6 +14,7 @@
 #include "core/socket.h"
 #include "transport/net/hello.h"
 #include "transport/net/staged_queue.h"
+#include "transport/ucx/ucx_api.h"
 
 namespace loom {
 
@@ -34,25 +35,29 @@ struct UcxContext {
 const UcxContext& ucxContext() {
   static const UcxContext ctx = [] {
     UcxContext c;
+    if (!ucx().error.empty()) {
+      c.error = ucx().error;
+      return c;
+    }
     ucp_config_t* config = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    ucs_status_t s = ucx().ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) {
-      c.error = std::string("ucp_config_read: ") + ucs_status_string(s);
+      c.error = std::string("ucp_config_read: ") + ucx().ucs_status_string(s);
       return c;
     }
     // UCX's registration cache installs memory hooks (mmap/munmap interception) at ucp_init; in a rank
     // forked from a test runner that install once deadlocked on UCX's own event lock (UCX 1.13, seen in
     // the collectives suite).  Loom hands UCX only its staging rings, which live as long as the
     // connection, so the cache buys little: off unless the user asks for it with UCX_RCACHE_ENABLE.
-    if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucp_config_modify(config, "RCACHE_ENABLE", "n");
+    if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucx().ucp_config_modify(config, "RCACHE_ENABLE", "n");
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
-    s = ucp_init(&p, config, &c.context);
-    ucp_config_release(config);
+    s = ucx().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, config, &c.context);  // what ucp_init does
+    ucx().ucp_config_release(config);
     if (s != UCS_OK) {
       c.context = nullptr;
-      c.error = std::string("ucp_init: ") + ucs_status_string(s);
+      c.error = std::string("ucp_init: ") + ucx().ucs_status_string(s);
     }
     return c;
   }();
@@ -64,9 +69,9 @@ class UcxWorker {
  public:
   ~UcxWorker() {
     closeEndpoint(false);
-    for (ucp_conn_request_h r : pending_) ucp_listener_reject(listener_, r);
-    if (listener_ != nullptr) ucp_listener_destroy(listener_);
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    for (ucp_conn_request_h r : pending_) ucx().ucp_listener_reject(listener_, r);
+    if (listener_ != nullptr) ucx().ucp_listener_destroy(listener_);
+    if (worker_ != nullptr) ucx().ucp_worker_destroy(worker_);
   }
   loomResult_t create() {
     const UcxContext& c = ucxContext();
@@ -74,9 +79,9 @@ class UcxWorker {
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    ucs_status_t s = ucp_worker_create(c.context, &wp, &worker_);
-    if (s == UCS_OK) s = ucp_worker_get_efd(worker_, &efd_);
-    if (s != UCS_OK) return setError(loomSystemError, "UCX worker: %s", ucs_status_string(s));
+    ucs_status_t s = ucx().ucp_worker_create(c.context, &wp, &worker_);
+    if (s == UCS_OK) s = ucx().ucp_worker_get_efd(worker_, &efd_);
+    if (s != UCS_OK) return setError(loomSystemError, "UCX worker: %s", ucx().ucs_status_string(s));
     return loomSuccess;
   }
   // Receiver: listens on `addr` (port 0: any) and fills in the port it got.
@@ -89,13 +94,13 @@ class UcxWorker {
       static_cast<UcxWorker*>(arg)->pending_.push_back(req);
     };
     lp.conn_handler.arg = this;
-    ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_);
+    ucs_status_t s = ucx().ucp_listener_create(worker_, &lp, &listener_);
     if (s != UCS_OK) return setError(loomSystemError, "UCX listener on %s: %s", addr->toString().c_str(),
-                                     ucs_status_string(s));
+                                     ucx().ucs_status_string(s));
     ucp_listener_attr_t attr{};
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    s = ucp_listener_query(listener_, &attr);
-    if (s != UCS_OK) return setError(loomSystemError, "UCX listener query: %s", ucs_status_string(s));
+    s = ucx().ucp_listener_query(listener_, &attr);
+    if (s != UCS_OK) return setError(loomSystemError, "UCX listener query: %s", ucx().ucs_status_string(s));
     std::memcpy(&addr->storage, &attr.sockaddr, sizeof attr.sockaddr);
     return loomSuccess;
   }
@@ -106,8 +111,8 @@ class UcxWorker {
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
     ep.sockaddr.addrlen = addr.length;
-    ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
-    if (s != UCS_OK) return *why = "UCX connect to " + addr.toString() + ": " + ucs_status_string(s), false;
+    ucs_status_t s = ucx().ucp_ep_create(worker_, &ep, &ep_);
+    if (s != UCS_OK) return *why = "UCX connect to " + addr.toString() + ": " + ucx().ucs_status_string(s), false;
     return true;
   }
   // Receiver: waits for a connection request and accepts it.
@@ -119,8 +124,8 @@ class UcxWorker {
     ep.conn_request = pending_.front();
     pending_.erase(pending_.begin());
     epError_.store(UCS_OK);
-    ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
-    if (s != UCS_OK) return *why = std::string("UCX accept: ") + ucs_status_string(s), false;
+    ucs_status_t s = ucx().ucp_ep_create(worker_, &ep, &ep_);
+    if (s != UCS_OK) return *why = std::string("UCX accept: ") + ucx().ucs_status_string(s), false;
     return true;
   }
   // A healthy endpoint closes gracefully (its data is delivered first); a failed one, or one being
@@ -130,12 +135,12 @@ class UcxWorker {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = force || epError_.load() != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+    ucs_status_ptr_t r = ucx().ucp_ep_close_nbx(ep_, &p);
     ep_ = nullptr;
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
       const Deadline by = Deadline::afterSeconds(2);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && !by.expired()) ucp_worker_progress(worker_);
-      ucp_request_free(r);
+      while (ucx().ucp_request_check_status(r) == UCS_INPROGRESS && !by.expired()) ucx().ucp_worker_progress(worker_);
+      ucx().ucp_request_free(r);
     }
   }
 
@@ -143,7 +148,7 @@ class UcxWorker {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
     p.datatype = ucp_dt_make_iov();
-    return complete(ucp_stream_send_nbx(ep_, iov, n, &p), false, stop, why);
+    return complete(ucx().ucp_stream_send_nbx(ep_, iov, n, &p), false, stop, why);
   }
   bool recvAll(void* buf, size_t bytes, const std::atomic<bool>& stop, std::string* why,
                const Deadline* by = nullptr) {
@@ -152,15 +157,15 @@ class UcxWorker {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
     size_t length = 0;
-    return complete(ucp_stream_recv_nbx(ep_, buf, bytes, &length, &p), true, stop, why, by);
+    return complete(ucx().ucp_stream_recv_nbx(ep_, buf, bytes, &length, &p), true, stop, why, by);
   }
   // Waits until everything sent on the endpoint reached the peer (so it survives this process exiting).
   bool flush(const std::atomic<bool>& stop, std::string* why) {
     ucp_request_param_t p{};
-    return complete(ucp_ep_flush_nbx(ep_, &p), false, stop, why);
+    return complete(ucx().ucp_ep_flush_nbx(ep_, &p), false, stop, why);
   }
   void wake() {
-    if (worker_ != nullptr) ucp_worker_signal(worker_);
+    if (worker_ != nullptr) ucx().ucp_worker_signal(worker_);
   }
 
  private:
@@ -179,16 +184,16 @@ class UcxWorker {
   template <typename Done>
   bool progressUntil(Done done, const std::atomic<bool>& stop, std::string* why, const Deadline* by = nullptr) {
     for (;;) {
-      while (ucp_worker_progress(worker_) != 0) {
+      while (ucx().ucp_worker_progress(worker_) != 0) {
       }
       if (done()) return true;
       if (epError_.load() != UCS_OK)
-        return *why = std::string("UCX endpoint failed: ") + ucs_status_string(epError_.load()), false;
+        return *why = std::string("UCX endpoint failed: ") + ucx().ucs_status_string(epError_.load()), false;
       if (stop.load()) return *why = "stopped", false;
       if (by != nullptr && by->expired()) return *why = "no answer within the time allowed", false;
-      ucs_status_t s = ucp_worker_arm(worker_);
+      ucs_status_t s = ucx().ucp_worker_arm(worker_);
       if (s == UCS_ERR_BUSY) continue;
-      if (s != UCS_OK) return *why = std::string("ucp_worker_arm: ") + ucs_status_string(s), false;
+      if (s != UCS_OK) return *why = std::string("ucp_worker_arm: ") + ucx().ucs_status_string(s), false;
       pollfd pfd{efd_, POLLIN, 0};
       poll(&pfd, 1, 100);
     }
@@ -196,11 +201,11 @@ class UcxWorker {
   bool complete(ucs_status_ptr_t r, bool isStreamRecv, const std::atomic<bool>& stop, std::string* why,
                 const Deadline* by = nullptr) {
     if (r == nullptr) return true;
-    if (UCS_PTR_IS_ERR(r)) return *why = std::string("UCX: ") + ucs_status_string(UCS_PTR_STATUS(r)), false;
+    if (UCS_PTR_IS_ERR(r)) return *why = std::string("UCX: ") + ucx().ucs_status_string(UCS_PTR_STATUS(r)), false;
     ucs_status_t status = UCS_INPROGRESS;
     auto finished = [&] {
       size_t length = 0;
-      status = isStreamRecv ? ucp_stream_recv_request_test(r, &length) : ucp_request_check_status(r);
+      status = isStreamRecv ? ucx().ucp_stream_recv_request_test(r, &length) : ucx().ucp_request_check_status(r);
       return status != UCS_INPROGRESS;
     };
     bool ok = progressUntil(finished, stop, why, by);
@@ -209,10 +214,10 @@ class UcxWorker {
       // error), and the request is released whether or not that took effect in time.
       closeEndpoint();
       const Deadline released = Deadline::afterSeconds(2);
-      while (!finished() && !released.expired()) ucp_worker_progress(worker_);
+      while (!finished() && !released.expired()) ucx().ucp_worker_progress(worker_);
     }
-    ucp_request_free(r);
-    if (ok && status != UCS_OK) return *why = std::string("UCX: ") + ucs_status_string(status), false;
+    ucx().ucp_request_free(r);
+    if (ok && status != UCS_OK) return *why = std::string("UCX: ") + ucx().ucs_status_string(status), false;
     return ok;
   }
 

@@ -191,6 +191,12 @@ loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatyp
                       loomStream_t stream);
 loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
                       loomStream_t stream);
+/* A receive from whichever rank sends first a message of this count and datatype (MPI_ANY_SOURCE): its rank
+ * is written to *source when the receive completes (on a stream: before the stream passes it).  Host
+ * buffers only, not inside a group (loomInvalidUsage), count > 0.  Messages from one rank still arrive in
+ * the order it sent them; a message of another count or type is left for the receive it belongs to. */
+loomResult_t loomRecvAnySource(void* recvbuff, size_t count, loomDataType_t datatype, int* source, loomComm_t comm,
+                               loomStream_t stream);
 /* Calls between GroupStart and GroupEnd are checked at once and run at the outermost GroupEnd: each
  * communicator's collectives in call order, then all its sends and receives together, in any order without
  * deadlock.  Several communicators in one group progress at once.  All calls of a group name the same

@@ -175,4 +175,41 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   return loomSuccess;
 }
 
+loomResult_t receiveFromAny(loomComm* comm, Transfer receive, int* source) {
+  const char* what = "a receive from any source";
+  std::vector<int> peers;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank) peers.push_back(r);
+  if (peers.empty())
+    return setError(loomInvalidUsage, "%s: rank %d is alone in its communicator: no rank can send to it", what, comm->rank);
+  LOOM_CHECK(comm->connect(peers, 0));
+  WaitContext ctx = comm->waitContext(what);
+  Producer producer = Producer::kPeer;
+  for (int peer : peers)
+    if (comm->connection(peer, 0).recv->producer() == Producer::kOwnThread) producer = Producer::kOwnThread;
+  Backoff backoff(ctx, producer);
+  // Looks at the head of each queue without taking it (a slot stays at the head until release()), from
+  // a starting peer that rotates call by call, so that no sender is always preferred.
+  const size_t first = comm->anySourceTurn++ % peers.size();
+  for (size_t round = 0;; ++round) {
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const int peer = peers[(first + k) % peers.size()];
+      const void* data;
+      size_t n;
+      uint64_t signature;
+      if (comm->connection(peer, 0).recv->tryWait(&data, &n, &signature) && signature == receive.signature) {
+        receive.peer = peer;
+        LOOM_TRACE(kTransport, "%s: rank %d takes %s from %s", what, comm->rank, describeCall(signature).c_str(),
+                   comm->describe(peer).c_str());
+        LOOM_CHECK(runTransfers(comm, {receive}, what));
+        *source = peer;
+        return loomSuccess;
+      }
+    }
+    // Each idle round watches one peer for failure (a dead rank fails the communicator), in turn.
+    ctx.peer = peers[round % peers.size()];
+    LOOM_CHECK(backoff.idle());
+  }
+}
+
 }  // namespace loom

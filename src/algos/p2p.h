@@ -26,4 +26,9 @@ Transfer transferOf(const CollArgs& sendOrRecv);
 // match the peer's in its order.  A transfer to this rank itself is a copy from the matching receive.
 loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers, const char* what);
 
+// Completes `receive` (its peer kAnySource) from whichever rank's next message is a send of its
+// signature (count and type), found first; writes that rank to *source.  Messages of other calls are
+// left in their queues for the receives they belong to.
+loomResult_t receiveFromAny(loomComm* comm, Transfer receive, int* source);
+
 }  // namespace loom

@@ -95,7 +95,8 @@ loomResult_t collective(const char* fn, loomComm_t comm, loomStream_t stream, co
   bool preMul = reduces && args.op >= loomNumOps && comm->preMulScalar(args.op, args.type) != nullptr;
   LOOM_CHECK(checkTypeOp(args.type, args.op, reduces && !preMul, fn));
   bool p2p = args.coll == CollType::Send || args.coll == CollType::Recv;
-  if ((collHasRoot(args.coll) || p2p) && (args.root < 0 || args.root >= comm->nranks))
+  const bool anySource = args.coll == CollType::Recv && args.root == kAnySource && args.source != nullptr;
+  if ((collHasRoot(args.coll) || p2p) && !anySource && (args.root < 0 || args.root >= comm->nranks))
     return setError(loomInvalidArgument, "%s: %s %d out of range [0, %d)", fn, p2p ? "peer" : "root", args.root,
                     comm->nranks);
   size_t bytes = 0;
@@ -332,6 +333,25 @@ loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatyp
 loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
                       loomStream_t stream) {
   return collective("loomRecv", comm, stream, CollArgs{CollType::Recv, nullptr, recvbuff, count, datatype, loomSum, peer});
+}
+
+loomResult_t loomRecvAnySource(void* recvbuff, size_t count, loomDataType_t datatype, int* source, loomComm_t comm,
+                               loomStream_t stream) {
+  const char* fn = "loomRecvAnySource";
+  if (source == nullptr) return setError(loomInvalidArgument, "%s: source is NULL", fn);
+  if (count == 0) return setError(loomInvalidArgument, "%s: count is 0 (an empty message comes from no one)", fn);
+  if (groupActive())
+    return setError(loomInvalidUsage, "%s: not inside a group (its partner is known only once a message arrives)", fn);
+  LOOM_API_CHECK_COMM(comm, fn);
+  Stream* onStream = nullptr;
+  void* deviceStream = nullptr;
+  LOOM_CHECK(checkStream(stream, fn, &onStream, &deviceStream));
+  DeviceApi* dev = deviceApi();
+  if (deviceStream != nullptr || (dev != nullptr && dev->isDeviceMemory(recvbuff)))
+    return setError(loomInvalidArgument, "%s: host buffers and loom streams only", fn);
+  CollArgs args{CollType::Recv, nullptr, recvbuff, count, datatype, loomSum, kAnySource};
+  args.source = source;
+  return collective(fn, comm, stream, args);
 }
 
 loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,

@@ -71,8 +71,10 @@ loomResult_t runAlgorithm(loomComm* comm, const CollArgs& args) {
              opName(args.op), args.root);
   const size_t bytes = args.count * typeSize(args.type);
   switch (args.coll) {
-    case CollType::Send:
-    case CollType::Recv: return runTransfers(comm, {transferOf(args)}, collName(args.coll));
+    case CollType::Send: return runTransfers(comm, {transferOf(args)}, collName(args.coll));
+    case CollType::Recv:
+      if (args.root == kAnySource) return receiveFromAny(comm, transferOf(args), args.source);
+      return runTransfers(comm, {transferOf(args)}, collName(args.coll));
     default: break;
   }
   // Loops repeat the same call: the last choice is kept (the model depends only on these and the comm).

@@ -19,11 +19,14 @@ struct CollArgs {
   size_t count;
   loomDataType_t type;
   loomRedOp_t op;
-  int root;  // or peer, for send/recv
+  int root;  // or peer, for send/recv (kAnySource: a receive from whichever rank sends first)
   // A PreMulSum op's scalar when the call runs after it was made (stream operations, group members);
   // nullptr: look the op up on the communicator when the call runs.
   const void* scalar = nullptr;
+  int* source = nullptr;  // a receive from any source: where the sender's rank is written
 };
+
+constexpr int kAnySource = -1;
 
 // A call kept to run later.  A PreMulSum op's host scalar is copied when the call is made, because the
 // op may be destroyed as soon as the call returns (NCCL allows it); a device-resident scalar is read

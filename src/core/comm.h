@@ -73,6 +73,7 @@ struct loomComm {
   loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
   // The algorithm of the last call and what it was for (collective, bytes): loops skip the model.
   uint64_t lastChoiceKey = ~uint64_t{0};
+  uint64_t anySourceTurn = 0;  // which peer a receive from any source looks at first (rotates)
   loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -138,7 +139,7 @@ CoalescedBuffers coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Ten
 
 LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), inlineBytes_(inlineBytesSetting()) {
+    : c10d::Backend(rank, size), timeout_(timeout), inlineBytes_(inlineBytesSetting()) {
   // The store is this group's own (torch prefixes it per group), so one key serves every group.
   const std::string key = "loom_unique_id";
   loomUniqueId id;
@@ -171,12 +172,23 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::create(const c10::intrusive_ptr<c
 }
 
 WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t bytes,
-                            const std::function<loomResult_t(loomStream_t)>& issue, std::function<void()> afterwards,
+                            std::function<loomResult_t(loomStream_t)> issue, std::function<void()> afterwards,
                             std::vector<at::Tensor> keepAlive) {
   PendingCall call;
   call.work = c10::make_intrusive<LoomWork>(rank_, type, std::move(outputs));
   call.afterwards = std::move(afterwards);
   call.keepAlive = std::move(keepAlive);
+  if (coalescing_) {
+    WorkPtr work = call.work;
+    held_.push_back(std::move(call));
+    heldIssues_.push_back(std::move(issue));
+    heldBytes_ += bytes;
+    return work;
+  }
+  return issueNow(std::move(call), bytes, issue);
+}
+
+WorkPtr LoomBackend::issueNow(PendingCall call, size_t bytes, const std::function<loomResult_t(loomStream_t)>& issue) {
   if (bytes <= inlineBytes_) {
     loomResult_t r = issue(nullptr);
     // Refused arguments raise here; a failure while running is the Work's (raised by wait()).
@@ -197,6 +209,43 @@ WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t
   completer_->add(std::move(call));
   return work;
 }
+
+void LoomBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "loom: startCoalescing while already coalescing");
+  coalescing_ = true;
+}
+
+WorkPtr LoomBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "loom: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  PendingCall whole;
+  std::vector<at::Tensor> outputs;
+  for (PendingCall& c : held_) {
+    for (const at::Tensor& t : c.work->result()) outputs.push_back(t);
+    whole.keepAlive.insert(whole.keepAlive.end(), c.keepAlive.begin(), c.keepAlive.end());
+  }
+  whole.work = c10::make_intrusive<LoomWork>(rank_, OpType::COALESCED, std::move(outputs));
+  whole.members = std::move(held_);
+  std::vector<std::function<loomResult_t(loomStream_t)>> issues = std::move(heldIssues_);
+  const size_t bytes = heldBytes_;
+  held_.clear();
+  heldIssues_.clear();
+  heldBytes_ = 0;
+  return issueNow(std::move(whole), bytes, [issues](loomStream_t s) {
+    return grouped(issues.size(), [&](size_t i) { return issues[i](s); });
+  });
+}
+
+#ifdef LOOM_TORCH_HAS_SPLIT
+c10::intrusive_ptr<c10d::Backend> LoomBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const std::vector<int>& ranks,
+                                                     const c10::intrusive_ptr<Options>& opts) {
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  TORCH_CHECK(it != ranks.end(), "loom: split: rank ", rank_, " is not one of the new group's ranks");
+  return c10::make_intrusive<LoomBackend>(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
+                                          opts ? opts->timeout : timeout_);
+}
+#endif
 
 WorkPtr LoomBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   at::Tensor& t = single(tensors, "allreduce");
@@ -295,6 +344,50 @@ WorkPtr LoomBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, st
   }, [flat, outs, n, size] {
     for (int i = 0; i < size; ++i) outs[i].copy_(flat.narrow(0, i * n, n).view_as(outs[i]));
   }, {in, flat});
+}
+
+// outputLists[r][i] receives rank r's input i (torch's layout).  Each input is gathered into a flat
+// buffer (one loom allgather each, in one group), copied into the lists once all succeeded.
+WorkPtr LoomBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                         std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  TORCH_CHECK(!inputs.empty(), "loom: allgather_coalesced needs at least one input");
+  TORCH_CHECK(outputLists.size() == static_cast<size_t>(size_), "loom: allgather_coalesced needs one output list per "
+              "rank (", outputLists.size(), " lists for ", size_, " ranks)");
+  std::vector<at::Tensor> ins, flats, results;
+  size_t bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], "an allgather_coalesced input");
+    ins.push_back(inputs[i].contiguous());
+    flats.push_back(at::empty({static_cast<int64_t>(size_) * inputs[i].numel()}, inputs[i].options()));
+    bytes += bytesOf(flats.back());
+  }
+  for (int r = 0; r < size_; ++r) {
+    TORCH_CHECK(outputLists[r].size() == inputs.size(), "loom: allgather_coalesced output list ", r, " has ",
+                outputLists[r].size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& o = outputLists[r][i];
+      checkSame(o, inputs[i], "an allgather_coalesced output");
+      TORCH_CHECK(o.numel() == inputs[i].numel(), "loom: allgather_coalesced output ", i, " of rank ", r, " has ",
+                  o.numel(), " elements; its input has ", inputs[i].numel());
+      results.push_back(o);
+    }
+  }
+  std::vector<std::vector<at::Tensor>> lists = outputLists;
+  loomComm_t comm = comm_;
+  std::vector<at::Tensor> keep = ins;
+  keep.insert(keep.end(), flats.begin(), flats.end());
+  return launch(OpType::ALLGATHER_COALESCED, results, bytes, [=](loomStream_t s) {
+    return grouped(ins.size(), [&](size_t i) {
+      return loomAllGather(ins[i].data_ptr(), flats[i].data_ptr(), ins[i].numel(), loomType(ins[i].scalar_type()), comm,
+                           s);
+    });
+  }, [lists, flats] {
+    for (size_t r = 0; r < lists.size(); ++r)
+      for (size_t i = 0; i < flats.size(); ++i) {
+        const int64_t n = lists[r][i].numel();
+        lists[r][i].copy_(flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view_as(lists[r][i]));
+      }
+  }, keep);
 }
 
 WorkPtr LoomBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -525,6 +618,20 @@ WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
   return launch(OpType::RECV, tensors, bytesOf(buf), [=](loomStream_t s) {
     return loomRecv(buf.data_ptr(), buf.numel(), type, srcRank, comm, s);
   }, inOrder(std::move(after)), {buf, t});
+}
+
+WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& tensors, int) {
+  at::Tensor& t = single(tensors, "recv");
+  std::vector<std::function<void()>> after;
+  at::Tensor buf = writable(t, after);
+  const loomDataType_t type = loomType(t.scalar_type());
+  loomComm_t comm = comm_;
+  auto source = std::make_shared<int>(-1);
+  WorkPtr work = launch(OpType::RECVANYSOURCE, tensors, bytesOf(buf), [=](loomStream_t s) {
+    return loomRecvAnySource(buf.data_ptr(), buf.numel(), type, source.get(), comm, s);
+  }, inOrder(std::move(after)), {buf, t});
+  static_cast<LoomWork*>(work.get())->setSource(source);  // read only after the Work completed
+  return work;
 }
 
 // One byte through an allreduce; on the caller's thread, after everything issued before it.

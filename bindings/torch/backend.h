@@ -31,6 +31,9 @@ class LoomBackend : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) override;
@@ -53,7 +56,27 @@ class LoomBackend : public c10d::Backend {
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // recv(src=None): from whichever rank sends first (loomRecvAnySource); the Work's source_rank() says which.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Coalescing (torch's _coalescing_manager): the calls between start and end are held, then run as
+  // one loom group; each call's Work completes with the group's, which endCoalescing returns.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#ifdef LOOM_TORCH_HAS_SUPPORTSCOALESCING
+  bool supportsCoalescing() const override { return true; }
+#endif
+#ifdef LOOM_TORCH_HAS_GETBACKENDOPTIONS
+  c10::intrusive_ptr<Options> getBackendOptions() override { return c10::make_intrusive<Options>("loom", timeout_); }
+#endif
+#ifdef LOOM_TORCH_HAS_SPLIT
+  // torch.distributed.split_group: a new loom communicator of `ranks` (ranks of this group), joined
+  // through `store` (the caller namespaces it per child).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+#endif
 
   // The factory torch.distributed.Backend.register_backend calls (store, rank, size, timeout).
   static c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -63,9 +86,13 @@ class LoomBackend : public c10d::Backend {
   // One call: `issue` makes the loom calls on the stream it is given (NULL: run now, on this thread);
   // `afterwards` copies results out of staging buffers once they succeeded; `keepAlive` holds every
   // buffer loom touches until then.  Throws at once when loom refuses the arguments.
+  // While coalescing, the call is held (issued by endCoalescing).
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, std::vector<at::Tensor> outputs, size_t bytes,
-                                        const std::function<loomResult_t(loomStream_t)>& issue,
+                                        std::function<loomResult_t(loomStream_t)> issue,
                                         std::function<void()> afterwards, std::vector<at::Tensor> keepAlive);
+  // Issues now: on this thread when small, else on a loom stream completed by the Completer.
+  c10::intrusive_ptr<c10d::Work> issueNow(PendingCall call, size_t bytes,
+                                          const std::function<loomResult_t(loomStream_t)>& issue);
   // Sends and receives of equal-or-uneven blocks in one loom group (alltoall, gather, scatter).
   struct Exchange {
     std::vector<at::Tensor> sends, recvs;  // by peer; undefined or empty = nothing
@@ -73,7 +100,13 @@ class LoomBackend : public c10d::Backend {
   loomResult_t issueExchange(const Exchange& x, loomStream_t stream);
 
   loomComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;
   size_t inlineBytes_;
+  // Between startCoalescing and endCoalescing: the held calls and their loom calls.
+  bool coalescing_ = false;
+  std::vector<PendingCall> held_;
+  std::vector<std::function<loomResult_t(loomStream_t)>> heldIssues_;
+  size_t heldBytes_ = 0;
   std::unique_ptr<Completer> completer_;
 };
 

@@ -11,6 +11,9 @@ Python imports: read from that torch, never assumed, so that one binding builds 
                        still publishes them (torch._C._PYBIND11_*); empty where its pybind11 works the
                        ABI out itself.  They must match, or torch's Store is not the Store loom's module
                        takes.
+  TORCH_BACKEND_DEFS   |-separated: LOOM_TORCH_HAS_<NAME>=1 for each c10d::Backend method of
+                       BACKEND_METHODS this torch declares (newer torch has more), so that the backend
+                       overrides only what exists.
 
 Run by bindings/torch/CMakeLists.txt with the Python it builds for.
 """
@@ -33,6 +36,22 @@ def cxx_standard(torch_dir):
     return max(found)
 
 
+# c10d::Backend methods that only newer torch declares, by the name they have in Backend.hpp.
+BACKEND_METHODS = {"split": r"virtual\s+c10::intrusive_ptr<Backend>\s+split\s*\(",
+                   "supportsCoalescing": r"virtual\s+bool\s+supportsCoalescing\s*\(",
+                   "getBackendOptions": r"virtual\s+c10::intrusive_ptr<Options>\s+getBackendOptions\s*\("}
+
+
+def backend_methods(torch_dir):
+    header = os.path.join(torch_dir, "include", "torch", "csrc", "distributed", "c10d", "Backend.hpp")
+    try:
+        with open(header, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"loom_torch: cannot read {header} ({e}); is torch installed with its headers?")
+    return [f"LOOM_TORCH_HAS_{name.upper()}=1" for name, pattern in BACKEND_METHODS.items() if re.search(pattern, text)]
+
+
 def main():
     try:
         import torch
@@ -53,6 +72,7 @@ def main():
     print(f"TORCH_CXX_STANDARD={cxx_standard(torch_dir)}")
     print(f"TORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
     print(f"TORCH_PYBIND11_DEFS={'|'.join(defs)}")
+    print(f"TORCH_BACKEND_DEFS={'|'.join(backend_methods(torch_dir))}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ LoomWork::LoomWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
+int LoomWork::sourceRank() const {
+  TORCH_CHECK(source_ != nullptr, "loom: source_rank() is known only for a receive from any source");
+  TORCH_CHECK(*source_ >= 0, "loom: source_rank() is known once the receive has completed (wait() first)");
+  return *source_;
+}
+
 void LoomWork::complete(std::exception_ptr error) {
   finish(error);
   if (error) future_->setError(error);
@@ -45,9 +51,9 @@ void Completer::add(PendingCall call) {
 
 void Completer::finish(PendingCall& call, loomResult_t result, const std::string& message) {
   std::exception_ptr error;
-  if (result != loomSuccess) {
-    error = loomError(message);
-  } else if (call.afterwards) {
+  if (result != loomSuccess) error = loomError(message);
+  for (PendingCall& m : call.members) finish(m, result, message);  // they ran as part of this call
+  if (!error && call.afterwards) {
     try {
       call.afterwards();
     } catch (...) {

@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,12 +26,16 @@ class LoomWork : public c10d::Work {
   LoomWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A receive from any source: where loom writes the sender's rank, read by sourceRank() once complete.
+  void setSource(std::shared_ptr<int> source) { source_ = std::move(source); }
+  int sourceRank() const override;
   // Once, when the call ended: wakes wait(), then completes the future (running its callbacks here).
   void complete(std::exception_ptr error);
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<int> source_;
 };
 
 // A call issued on its own loom stream, to be completed when the stream has finished it.
@@ -39,6 +44,7 @@ struct PendingCall {
   loomStream_t stream = nullptr;
   std::function<void()> afterwards;  // copies out of staging buffers; runs only on success
   std::vector<at::Tensor> keepAlive;  // every buffer loom reads or writes until the stream is done
+  std::vector<PendingCall> members;   // coalesced calls: each finishes (afterwards, Work) with this one
 };
 
 // Runs the tail of each call: waits for its stream (asleep, not spinning), copies results out, and

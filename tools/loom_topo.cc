@@ -37,7 +37,8 @@ void usage(FILE* out) {
                "  -P, --plan SIZE     also estimate an allreduce of SIZE bytes per rank (K/M/G suffixes) with\n"
                "                      each algorithm on paper (alpha-beta over the planned routes)\n"
                "  -h, --help          this text\n"
-               "Environment: LOOM_P2P_LEVEL, LOOM_NET_GDR_LEVEL, LOOM_TOPO_FILE (see loom-info).\n");
+               "Environment: LOOM_P2P_LEVEL, LOOM_NET_GDR_LEVEL, LOOM_TOPO_FILE, and for the NIC choice LOOM_NET,\n"
+               "LOOM_IB_HCA and LOOM_SOCKET_IFNAME (see loom-info).\n");
 }
 
 int fail(const char* what) {
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
     ranks = std::max(ranks, static_cast<int>(systems[0]->ofType(loom::NodeType::Cpu).size()));
   }
   loom::Cluster cluster = loom::placeRanks(systems, ranks);
+  loom::assignNics(&cluster, policy);  // again, under the environment's NIC rules (LOOM_NET, LOOM_IB_HCA, ...)
   loom::RoutePlan plan;
   if (loom::planRoutes(cluster, &plan) != loomSuccess) return fail("cannot plan routes");
 

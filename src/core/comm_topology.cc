@@ -109,7 +109,7 @@ loomResult_t commBuildTopology(loomComm* comm) {
     const int host = hostIndex[comm->peers[r].hostHash];
     cluster->ranks.push_back(placeRank(*hosts[host], host, h.numa, h.gpuBus, h.gpuUuid));
   }
-  assignNics(cluster.get());
+  assignNics(cluster.get(), comm->topoPolicy);
   comm->cluster = cluster;
   comm->gdrEverywhere = gdrOnEveryRank(*cluster, comm->topoPolicy);
   if (comm->gdrEverywhere && me == 0)

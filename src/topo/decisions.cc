@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/params.h"
+#include "core/socket.h"
 
 namespace loom {
 
@@ -17,6 +18,9 @@ loomResult_t TopoPolicy::fromParams(TopoPolicy* out) {
   if (!parsePathType(params().NET_GDR_LEVEL, &p.gdrLevel))
     return setError(loomInvalidArgument, "LOOM_NET_GDR_LEVEL=%s: expected LOC, NVL, NVB, PIX, PXB, PHB or SYS",
                     params().NET_GDR_LEVEL.c_str());
+  p.preferRdma = params().NET != "socket";
+  p.ibHca = params().IB_HCA;
+  p.socketIfname = params().SOCKET_IFNAME;
   *out = p;
   return loomSuccess;
 }
@@ -78,7 +82,21 @@ bool gdrOnEveryRank(const Cluster& c, const TopoPolicy& policy) {
   return c.nranks() > 0;
 }
 
-void assignNics(Cluster* c) {
+namespace {
+
+// Whether the user's LOOM_IB_HCA (RDMA NICs) or LOOM_SOCKET_IFNAME (plain NICs) keeps a NIC: one of its
+// port names matches.
+bool userKeeps(const TopoSystem& s, int nic, const TopoPolicy& policy) {
+  const std::string& spec = s.nicIsRdma(nic) ? policy.ibHca : policy.socketIfname;
+  if (spec.empty()) return true;
+  for (int n : s.netsOf(nic))
+    if (interfaceMatches(spec, s.nodes[n].name)) return true;
+  return false;
+}
+
+}  // namespace
+
+void assignNics(Cluster* c, const TopoPolicy& policy) {
   std::map<std::pair<int, int>, int> load;  // (host, nic) -> ranks bound to it
   for (int r = 0; r < c->nranks(); ++r) {
     RankPlace& p = c->ranks[r];
@@ -89,21 +107,40 @@ void assignNics(Cluster* c) {
       p.nicReason = "no NIC on this host";
       continue;
     }
-    // Nearest path type first, then the fastest NIC, then the least used one (rails), then NIC order.
+    // The rules of decisions.h, in order: each a key component, smaller is better.
     auto key = [&](int nic) {
       const TopoPath& path = s.path(p.device, nic);
-      return std::make_tuple(static_cast<int>(path.type), -std::min(path.bw, s.nicBw(nic)), load[{p.host, nic}], nic);
+      return std::make_tuple(userKeeps(s, nic, policy) ? 0 : 1, policy.preferRdma && !s.nicIsRdma(nic) ? 1 : 0,
+                             s.nicSpeedAssumed(nic) ? 1 : 0, static_cast<int>(path.type),
+                             -std::min(path.bw, s.nicBw(nic)), load[{p.host, nic}], nic);
     };
-    int best = *std::min_element(nics.begin(), nics.end(), [&](int x, int y) { return key(x) < key(y); });
-    int equallyNear = 0;
-    for (int n : nics)
-      if (std::get<0>(key(n)) == std::get<0>(key(best)) && std::get<1>(key(n)) == std::get<1>(key(best))) ++equallyNear;
+    std::sort(nics.begin(), nics.end(), [&](int x, int y) { return key(x) < key(y); });
+    const int best = nics[0];
     const TopoPath& path = s.path(p.device, best);
+    const std::string kind = s.nicIsRdma(best) ? "RDMA" : "plain Ethernet";
+    std::string why = "the only NIC";
+    if (nics.size() > 1) {
+      const auto a = key(best), b = key(nics[1]);
+      const std::string other = s.nodes[nics[1]].name;
+      if (std::get<0>(a) != std::get<0>(b))
+        why = other + " is left out by LOOM_" + std::string(s.nicIsRdma(nics[1]) ? "IB_HCA=" + policy.ibHca
+                                                                                 : "SOCKET_IFNAME=" + policy.socketIfname);
+      else if (std::get<1>(a) != std::get<1>(b))
+        why = "an RDMA NIC before plain Ethernet (" + other + "), which is used only without one (LOOM_NET=socket changes that)";
+      else if (std::get<2>(a) != std::get<2>(b))
+        why = "its speed is reported; " + other + "'s is assumed, and a guess never outranks it";
+      else if (std::get<3>(a) != std::get<3>(b))
+        why = "the nearest NIC (" + other + " is " + pathTypeName(s.path(p.device, nics[1]).type) + ")";
+      else if (std::get<4>(a) != std::get<4>(b))
+        why = "the fastest of the equally near NICs (" + other + ": " +
+              bandwidthText(std::min(s.path(p.device, nics[1]).bw, s.nicBw(nics[1]))) + ")";
+      else
+        why = "the least used of the equally near, equally fast NICs (rails)";
+    }
     p.nic = best;
-    p.nicReason = s.nodes[p.device].name + " -> " + s.nodes[best].name + ": " + pathTypeName(path.type) + ", " +
-                  bandwidthText(std::min(path.bw, s.nicBw(best))) +
-                  (equallyNear > 1 ? "; least used of " + std::to_string(equallyNear) + " equally near NICs (rails)"
-                                   : "; the nearest NIC");
+    p.nicReason = s.nodes[p.device].name + " -> " + s.nodes[best].name + " (" + kind + "): " +
+                  pathTypeName(path.type) + ", " + bandwidthText(std::min(path.bw, s.nicBw(best))) +
+                  (s.nicSpeedAssumed(best) ? " (speed assumed)" : "") + "; " + why;
     ++load[{p.host, best}];
   }
 }

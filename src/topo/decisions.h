@@ -16,6 +16,10 @@ struct Decision {
 struct TopoPolicy {
   PathType p2pLevel = PathType::PXB;  // LOOM_P2P_LEVEL: GPU P2P up to this path type
   PathType gdrLevel = PathType::PXB;  // LOOM_NET_GDR_LEVEL: GPUDirect RDMA up to this path type
+  // NIC choice (assignNics).  RDMA NICs (IB, RoCE, iWARP) come before plain Ethernet ones unless LOOM_NET
+  // is socket; LOOM_IB_HCA and LOOM_SOCKET_IFNAME keep only the RDMA and plain NICs they name.
+  bool preferRdma = true;
+  std::string ibHca, socketIfname;
   // From the environment; a bad value is loomInvalidArgument.
   static loomResult_t fromParams(TopoPolicy* out);
 };
@@ -26,8 +30,11 @@ Decision gdrDecision(const TopoSystem& sys, int gpu, int nic, const TopoPolicy& 
 // same answer from the same cluster, so choices made on it (allgather, allreduce and reduce-scatter run
 // point to point) agree without a word.
 bool gdrOnEveryRank(const Cluster& c, const TopoPolicy& policy);
-// Binds each rank to the nearest NIC with the most bandwidth, spreading the ranks of a host over the
-// NICs that are equally near (rails).
-void assignNics(Cluster* c);
+// Binds each rank to a NIC, by these rules in order: a NIC the user's LOOM_IB_HCA / LOOM_SOCKET_IFNAME
+// keeps; an RDMA NIC before a plain Ethernet one (unless LOOM_NET=socket), as NCCL uses plain Ethernet
+// only without RDMA; a reported speed before an assumed one (a guess never outranks a measurement); the
+// nearest path type; the most bandwidth; the least used (spreading ranks over equal NICs: rails).  The
+// reason says which rule chose it over the runner-up.
+void assignNics(Cluster* c, const TopoPolicy& policy = TopoPolicy());
 
 }  // namespace loom

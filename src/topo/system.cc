@@ -332,9 +332,12 @@ class Builder {
       int net = addNode(NodeType::Net, *name, *c);
       TopoNode& nn = sys_->nodes[net];
       nn.speedGBs = speed > 0 ? speed / 8000.0 : 12.5;
+      nn.speedAssumed = speed == 0;
       if (speed == 0) nn.note = "speed not given: assumed 100 Gb/s";
       nn.gdr = gdr != 0;
       nn.linkLayer = c->attrOr("link_layer", "");
+      nn.rdma = nn.linkLayer == "IB" || nn.linkLayer == "RoCE" || nn.linkLayer == "iWARP" ||
+                (nn.linkLayer.empty() && (c->attr("guid") != nullptr || nn.gdr));
       best = std::max(best, nn.speedGBs);
       if (sys_->nodes[id].name.empty()) sys_->nodes[id].name = *name;
       nn.parent = id;
@@ -356,7 +359,10 @@ class Builder {
     int net = addNode(NodeType::Net, "NET/" + busId, x);
     TopoNode& nn = sys_->nodes[net];
     nn.speedGBs = 12.5;
+    nn.speedAssumed = true;
     nn.note = "speed not given: assumed 100 Gb/s";
+    // PCI class 0x0207 is an InfiniBand controller; 0x0200 (Ethernet) may or may not do RoCE: unknown.
+    nn.rdma = lower(x.attrOr("class", "")).rfind("0x0207", 0) == 0;
     nn.parent = id;
     nn.cpu = sys_->nodes[id].cpu;
     nn.parentLink = link(net, id, LinkType::Net, nn.speedGBs);
@@ -440,6 +446,18 @@ double TopoSystem::nicBw(int nic) const {
   double bw = 0;
   for (int n : netsOf(nic)) bw = std::max(bw, nodes[n].speedGBs);
   return bw;
+}
+
+bool TopoSystem::nicIsRdma(int nic) const {
+  for (int n : netsOf(nic))
+    if (nodes[n].rdma) return true;
+  return false;
+}
+
+bool TopoSystem::nicSpeedAssumed(int nic) const {
+  for (int n : netsOf(nic))
+    if (!nodes[n].speedAssumed) return false;
+  return true;
 }
 
 std::string TopoSystem::label(int node) const {

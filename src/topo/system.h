@@ -43,6 +43,9 @@ struct TopoNode {
   double speedGBs = 0;
   bool gdr = false;        // NET: the NIC can read/write GPU memory (GPUDirect RDMA)
   std::string linkLayer;   // NET: IB, RoCE, iWARP, Ethernet
+  bool rdma = false;          // NET: an RDMA port (IB, RoCE, iWARP; or, without link_layer, one NCCL's format
+                              // describes with a guid or gdr="1", which only RDMA ports have)
+  bool speedAssumed = false;  // NET: no speed was given; speedGBs is a guess
   std::string note;        // what was assumed, if anything
 };
 
@@ -79,6 +82,9 @@ class TopoSystem {
   std::vector<int> netsOf(int nic) const;
   // Bandwidth of a NIC: its fastest port.
   double nicBw(int nic) const;
+  // Whether a NIC has an RDMA port; whether none of its ports' speeds was reported (all assumed).
+  bool nicIsRdma(int nic) const;
+  bool nicSpeedAssumed(int nic) const;
   // "GPU0 (0000:17:00.0)" style label.
   std::string label(int node) const;
 

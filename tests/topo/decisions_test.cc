@@ -155,3 +155,67 @@ TEST(Decisions, PolicyFromTheEnvironment) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// A VM with one shared 200 Gb/s InfiniBand NIC and its plain Ethernet NIC (speed unknown): every GPU rank
+// uses the RDMA NIC, as NCCL would; plain Ethernet only when the user asks for sockets, or when
+// LOOM_IB_HCA leaves the RDMA NIC out.
+TEST(Decisions, VmWithOneSharedRdmaNicAndEthernetKeepsGpuTrafficOnRdma) {
+  Cluster c = one("vm_shared_rdma_eth.xml");
+  ASSERT_EQ(c.nranks(), 8);
+  for (int r = 0; r < 8; ++r) {
+    const TopoSystem& s = c.sys(r);
+    EXPECT_EQ(s.nodes[c.ranks[r].nic].name, "mlx5_0") << c.ranks[r].nicReason;
+    EXPECT_NE(c.ranks[r].nicReason.find("an RDMA NIC before plain Ethernet (eth0)"), std::string::npos)
+        << c.ranks[r].nicReason;
+  }
+  TopoPolicy sockets;
+  sockets.preferRdma = false;  // LOOM_NET=socket: a guessed speed still comes after a reported one
+  assignNics(&c, sockets);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(c.sys(r).nodes[c.ranks[r].nic].name, "mlx5_0") << c.ranks[r].nicReason;
+    EXPECT_NE(c.ranks[r].nicReason.find("eth0's is assumed"), std::string::npos) << c.ranks[r].nicReason;
+  }
+  TopoPolicy otherHca;
+  otherHca.ibHca = "mlx5_9";
+  assignNics(&c, otherHca);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(c.sys(r).nodes[c.ranks[r].nic].name, "eth0") << c.ranks[r].nicReason;
+    EXPECT_NE(c.ranks[r].nicReason.find("left out by LOOM_IB_HCA=mlx5_9"), std::string::npos) << c.ranks[r].nicReason;
+  }
+  TopoPolicy onlyEth;
+  onlyEth.socketIfname = "eth";  // names plain NICs only: the RDMA NIC is still kept and still first
+  assignNics(&c, onlyEth);
+  EXPECT_EQ(c.sys(0).nodes[c.ranks[0].nic].name, "mlx5_0") << c.ranks[0].nicReason;
+}
+
+// RDMA NICs of different speeds: the fastest reported one wins over a slower one, and a NIC whose speed
+// is not given never wins over a reported one, even from nearer (PIX against PHB).
+TEST(Decisions, SeveralRdmaNicsOfDifferentSpeeds) {
+  Cluster c = one("rdma_mixed_speeds.xml");
+  ASSERT_EQ(c.nranks(), 2);
+  const TopoSystem& s = c.sys(0);
+  const int near = node(s, "mlx5_2");  // the NIC (its port has the same name)
+  ASSERT_EQ(s.nodes[near].type, NodeType::Nic);
+  ASSERT_TRUE(s.nicSpeedAssumed(near));
+  ASSERT_TRUE(s.nicIsRdma(near));
+  EXPECT_FALSE(s.nicSpeedAssumed(node(s, "mlx5_0")));
+  EXPECT_EQ(s.path(c.ranks[0].device, near).type, PathType::PIX);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(s.nodes[c.ranks[r].nic].name, "mlx5_0") << c.ranks[r].nicReason;
+    EXPECT_NE(c.ranks[r].nicReason.find("the fastest of the equally near NICs (mlx5_1"), std::string::npos)
+        << c.ranks[r].nicReason;
+  }
+  EXPECT_TRUE(s.nicIsRdma(node(s, "mlx5_1")));  // RoCE on an Ethernet-class PCI function
+  // With only the assumed-speed NIC and the RoCE NIC allowed, the reported 100 Gb/s one wins.
+  TopoPolicy policy;
+  policy.ibHca = "mlx5_1,mlx5_2";
+  assignNics(&c, policy);
+  EXPECT_EQ(s.nodes[c.ranks[0].nic].name, "mlx5_1") << c.ranks[0].nicReason;
+  EXPECT_NE(c.ranks[0].nicReason.find("mlx5_2's is assumed"), std::string::npos) << c.ranks[0].nicReason;
+}
+
+}  // namespace
+}  // namespace loom

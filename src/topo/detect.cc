@@ -23,13 +23,6 @@ namespace loom {
 
 namespace {
 
-std::string readSysfs(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
 std::string hex(unsigned v, int digits) {
   char b[16];
   snprintf(b, sizeof b, "0x%0*x", digits, v);

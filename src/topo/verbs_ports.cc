@@ -10,16 +10,12 @@
 
 namespace loom {
 
-namespace {
-
-std::string firstLine(const std::string& path) {
+std::string readSysfs(const std::string& path) {
   std::ifstream f(path);
   std::string line;
   std::getline(f, line);
   return line;
 }
-
-}  // namespace
 
 long verbsRateMbps(const std::string& rate) {
   double gbps = 0;
@@ -32,17 +28,17 @@ std::vector<VerbsPort> verbsPorts(const std::string& device, const std::string& 
   std::vector<VerbsPort> out;
   const std::string dir = sysRoot + "/" + device;
   // node_type "4: RNIC" is an iWARP device; "1: CA" an InfiniBand or RoCE one (told apart per port).
-  const bool iwarp = firstLine(dir + "/node_type").find("RNIC") != std::string::npos;
+  const bool iwarp = readSysfs(dir + "/node_type").find("RNIC") != std::string::npos;
   for (int p = 1; p <= 64; ++p) {
     const std::string port = dir + "/ports/" + std::to_string(p);
-    const std::string state = firstLine(port + "/state");  // "4: ACTIVE"
+    const std::string state = readSysfs(port + "/state");  // "4: ACTIVE"
     if (state.empty()) break;
     if (state.find("ACTIVE") == std::string::npos) continue;
     VerbsPort vp;
     vp.name = p == 1 ? device : device + ":" + std::to_string(p);
     vp.port = p;
-    vp.speedMbps = verbsRateMbps(firstLine(port + "/rate"));
-    vp.linkLayer = iwarp ? "iWARP" : firstLine(port + "/link_layer") == "Ethernet" ? "RoCE" : "IB";
+    vp.speedMbps = verbsRateMbps(readSysfs(port + "/rate"));
+    vp.linkLayer = iwarp ? "iWARP" : readSysfs(port + "/link_layer") == "Ethernet" ? "RoCE" : "IB";
     out.push_back(vp);
   }
   return out;

@@ -17,6 +17,9 @@ struct VerbsPort {
   std::string linkLayer;  // IB, RoCE or iWARP
 };
 
+// The first line of a sysfs (or any) file; "" when it cannot be read.
+std::string readSysfs(const std::string& path);
+
 // A port's speed in Mb/s from its sysfs `rate` ("100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"); 0 if unreadable.
 long verbsRateMbps(const std::string& rate);
 

@@ -1,4 +1,5 @@
-"""Runs PyTorch's own distributed suite (test_dist_backend.py) for loom and for gloo in one run and prints
+"""Runs PyTorch's own distributed suite (dist_backend_suite.py: not named test_*, so that the loom_torch
+suite's pytest run does not collect it) for loom and for gloo in one run and prints
 a table: every test that gloo passes must pass on loom too, except tests torch gates on the literal
 backend name (listed with torch's reason).  Exits 1 when loom fails or errors a test that gloo passes.
 
@@ -25,7 +26,7 @@ def run_backend(backend, world_size, select, out_dir, python):
     env = dict(os.environ, BACKEND=backend, WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH", "")) if p)
     cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml_path}",
-           os.path.join(HERE, "test_dist_backend.py")]
+           os.path.join(HERE, "dist_backend_suite.py")]
     if select:
         cmd += ["-k", select]
     with tempfile.TemporaryDirectory() as temp_dir:

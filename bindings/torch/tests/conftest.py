@@ -10,6 +10,9 @@ import torch.distributed as dist
 
 import loom_torch  # noqa: F401  (registers the "loom" backend)
 
+# PyTorch's own suite has its own driver (dist_suite/run_suite.py) and environment.
+collect_ignore = ["dist_suite"]
+
 
 def _env_from_launcher():
     if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" in os.environ:

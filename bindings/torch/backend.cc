@@ -189,20 +189,26 @@ WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t
 }
 
 WorkPtr LoomBackend::issueNow(PendingCall call, size_t bytes, const std::function<loomResult_t(loomStream_t)>& issue) {
+  // Refused arguments raise here; a failure while running is the Work's (raised by wait()).  Raising,
+  // the call's Works end too (coalesced calls' Works were handed out already).
+  auto refuse = [&](loomResult_t r, const std::string& message) {
+    Completer::finish(call, r, message);
+    TORCH_CHECK(false, "loom: ", message);
+  };
   if (bytes <= inlineBytes_) {
     loomResult_t r = issue(nullptr);
-    // Refused arguments raise here; a failure while running is the Work's (raised by wait()).
-    TORCH_CHECK(r != loomInvalidArgument, "loom: ", loomGetLastError(comm_));
-    Completer::finish(call, r, r == loomSuccess ? std::string() : std::string(loomGetLastError(comm_)));
+    const std::string message = r == loomSuccess ? std::string() : std::string(loomGetLastError(comm_));
+    if (r == loomInvalidArgument) refuse(r, message);
+    Completer::finish(call, r, message);
     return call.work;
   }
   loomStream_t stream = nullptr;
-  TORCH_CHECK(loomStreamCreate(&stream) == loomSuccess, "loom: ", loomGetLastError(comm_));
+  if (loomStreamCreate(&stream) != loomSuccess) refuse(loomInternalError, loomGetLastError(comm_));
   loomResult_t r = issue(stream);
   if (r != loomSuccess) {
     std::string message = loomGetLastError(comm_);
     loomStreamDestroy(stream);
-    TORCH_CHECK(false, "loom: ", message);
+    refuse(r, message);
   }
   WorkPtr work = call.work;
   call.stream = stream;

@@ -17,6 +17,13 @@ import time
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Tests that fail for every plugin backend because of torch itself, not the backend, with the reason.
+# Listed apart in the table, not counted as loom's failures; each was read in torch's source.
+TORCH_PLUGIN_LIMITS = {
+    "test_ddp_logging_data_cpu": "DDP logs ProcessGroup::getBackendName(), which is backendTypeToString(CUSTOM) = "
+                                 "'custom' for every plugin backend; the test compares it with dist.get_backend() "
+                                 "('loom')",
+}
 # Skip reasons that mean "not this backend's name", not "this backend cannot".
 NAME_GATES = ("requires backend", "only nccl", "only gloo", "nccl", "gloo", "ucc", "mpi", "backend")
 
@@ -73,10 +80,12 @@ def compare(world_size, loom, gloo):
     for label, res in (("loom", loom), ("gloo", gloo)):
         print(f"| {label} | {count(res, 'passed')} | {count(res, 'failed')} | {count(res, 'error')} | "
               f"{count(res, 'skipped')} |")
-    regressions, gated, loom_only_skips, loom_extra = [], [], [], []
+    regressions, gated, loom_only_skips, loom_extra, torch_limits = [], [], [], [], []
     for n in names:
         lo, go = loom.get(n, ("missing", "")), gloo.get(n, ("missing", ""))
-        if go[0] == "passed" and lo[0] in ("failed", "error", "missing"):
+        if go[0] == "passed" and lo[0] in ("failed", "error") and n in TORCH_PLUGIN_LIMITS:
+            torch_limits.append((n, TORCH_PLUGIN_LIMITS[n]))
+        elif go[0] == "passed" and lo[0] in ("failed", "error", "missing"):
             regressions.append((n, lo))
         elif go[0] == "passed" and lo[0] == "skipped":
             (gated if name_gated(lo[1]) else loom_only_skips).append((n, lo[1]))
@@ -85,6 +94,9 @@ def compare(world_size, loom, gloo):
     print(f"\nloom fails or errors where gloo passes: {len(regressions)}")
     for n, (o, m) in regressions:
         print(f"  {n}: {o}: {m}")
+    print(f"\nfailed on loom because of torch's handling of plugin backends: {len(torch_limits)}")
+    for n, why in torch_limits:
+        print(f"  {n}: {why}")
     print(f"\nskipped for loom only, gated by torch on the backend's name: {len(gated)}")
     for n, m in gated:
         print(f"  {n}: {m}")

@@ -180,9 +180,7 @@ WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t
   call.keepAlive = std::move(keepAlive);
   if (coalescing_) {
     WorkPtr work = call.work;
-    held_.push_back(std::move(call));
-    heldIssues_.push_back(std::move(issue));
-    heldBytes_ += bytes;
+    held_.push_back(HeldCall{std::move(call), std::move(issue), bytes});
     return work;
   }
   return issueNow(std::move(call), bytes, issue);
@@ -224,19 +222,20 @@ void LoomBackend::startCoalescing() {
 WorkPtr LoomBackend::endCoalescing() {
   TORCH_CHECK(coalescing_, "loom: endCoalescing without startCoalescing");
   coalescing_ = false;
+  std::vector<HeldCall> held = std::move(held_);
+  held_.clear();
   PendingCall whole;
   std::vector<at::Tensor> outputs;
-  for (PendingCall& c : held_) {
-    for (const at::Tensor& t : c.work->result()) outputs.push_back(t);
-    whole.keepAlive.insert(whole.keepAlive.end(), c.keepAlive.begin(), c.keepAlive.end());
+  std::vector<std::function<loomResult_t(loomStream_t)>> issues;
+  size_t bytes = 0;
+  for (HeldCall& h : held) {
+    for (const at::Tensor& t : h.call.work->result()) outputs.push_back(t);
+    whole.keepAlive.insert(whole.keepAlive.end(), h.call.keepAlive.begin(), h.call.keepAlive.end());
+    issues.push_back(std::move(h.issue));
+    bytes += h.bytes;
+    whole.members.push_back(std::move(h.call));
   }
   whole.work = c10::make_intrusive<LoomWork>(rank_, OpType::COALESCED, std::move(outputs));
-  whole.members = std::move(held_);
-  std::vector<std::function<loomResult_t(loomStream_t)>> issues = std::move(heldIssues_);
-  const size_t bytes = heldBytes_;
-  held_.clear();
-  heldIssues_.clear();
-  heldBytes_ = 0;
   return issueNow(std::move(whole), bytes, [issues](loomStream_t s) {
     return grouped(issues.size(), [&](size_t i) { return issues[i](s); });
   });
@@ -615,27 +614,29 @@ WorkPtr LoomBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
   }, nullptr, {in});
 }
 
-WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
+WorkPtr LoomBackend::receive(OpType type, std::vector<at::Tensor>& tensors, PostReceive post) {
   at::Tensor& t = single(tensors, "recv");
   std::vector<std::function<void()>> after;
   at::Tensor buf = writable(t, after);
-  const loomDataType_t type = loomType(t.scalar_type());
+  const loomDataType_t dtype = loomType(t.scalar_type());
+  return launch(type, tensors, bytesOf(buf), [=](loomStream_t s) { return post(buf.data_ptr(), buf.numel(), dtype, s); },
+                inOrder(std::move(after)), {buf, t});
+}
+
+WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
   loomComm_t comm = comm_;
-  return launch(OpType::RECV, tensors, bytesOf(buf), [=](loomStream_t s) {
-    return loomRecv(buf.data_ptr(), buf.numel(), type, srcRank, comm, s);
-  }, inOrder(std::move(after)), {buf, t});
+  return receive(OpType::RECV, tensors, [=](void* buf, size_t count, loomDataType_t type, loomStream_t s) {
+    return loomRecv(buf, count, type, srcRank, comm, s);
+  });
 }
 
 WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& tensors, int) {
-  at::Tensor& t = single(tensors, "recv");
-  std::vector<std::function<void()>> after;
-  at::Tensor buf = writable(t, after);
-  const loomDataType_t type = loomType(t.scalar_type());
   loomComm_t comm = comm_;
   auto source = std::make_shared<int>(-1);
-  WorkPtr work = launch(OpType::RECVANYSOURCE, tensors, bytesOf(buf), [=](loomStream_t s) {
-    return loomRecvAnySource(buf.data_ptr(), buf.numel(), type, source.get(), comm, s);
-  }, inOrder(std::move(after)), {buf, t});
+  WorkPtr work = receive(OpType::RECVANYSOURCE, tensors, [=](void* buf, size_t count, loomDataType_t type,
+                                                             loomStream_t s) {
+    return loomRecvAnySource(buf, count, type, source.get(), comm, s);
+  });
   static_cast<LoomWork*>(work.get())->setSource(source);  // read only after the Work completed
   return work;
 }

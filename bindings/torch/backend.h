@@ -93,6 +93,10 @@ class LoomBackend : public c10d::Backend {
   // Issues now: on this thread when small, else on a loom stream completed by the Completer.
   c10::intrusive_ptr<c10d::Work> issueNow(PendingCall call, size_t bytes,
                                           const std::function<loomResult_t(loomStream_t)>& issue);
+  // recv and recvAnysource: one tensor received (through a contiguous copy where it is not), `post`
+  // making the loom call into the buffer it is given.
+  using PostReceive = std::function<loomResult_t(void* buf, size_t count, loomDataType_t type, loomStream_t stream)>;
+  c10::intrusive_ptr<c10d::Work> receive(c10d::OpType type, std::vector<at::Tensor>& tensors, PostReceive post);
   // Sends and receives of equal-or-uneven blocks in one loom group (alltoall, gather, scatter).
   struct Exchange {
     std::vector<at::Tensor> sends, recvs;  // by peer; undefined or empty = nothing
@@ -102,11 +106,14 @@ class LoomBackend : public c10d::Backend {
   loomComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   size_t inlineBytes_;
-  // Between startCoalescing and endCoalescing: the held calls and their loom calls.
+  // Between startCoalescing and endCoalescing: the held calls, each with its loom calls.
+  struct HeldCall {
+    PendingCall call;
+    std::function<loomResult_t(loomStream_t)> issue;
+    size_t bytes;
+  };
   bool coalescing_ = false;
-  std::vector<PendingCall> held_;
-  std::vector<std::function<loomResult_t(loomStream_t)>> heldIssues_;
-  size_t heldBytes_ = 0;
+  std::vector<HeldCall> held_;
   std::unique_ptr<Completer> completer_;
 };
 

@@ -266,7 +266,8 @@ int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         toError(peer);
         continue;
       }
-      std::memcpy(hostOf(mr, wr->wr.rdma.remote_addr), data.data(), data.size());
+      // A probe's empty vector has no data pointer, and memcpy from null is undefined even for 0 bytes.
+      if (!data.empty()) std::memcpy(hostOf(mr, wr->wr.rdma.remote_addr), data.data(), data.size());
       if (!data.empty() || wr->opcode != IBV_WR_RDMA_WRITE) {  // a zero-length write is a probe, not a frame
         (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
         ++g.writesByQpn[qp->qp_num];
@@ -289,7 +290,7 @@ int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
           toError(q);
           continue;
         }
-        std::memcpy(r.addr, data.data(), data.size());
+        if (!data.empty()) std::memcpy(r.addr, data.data(), data.size());  // (null data: see above)
         complete(peer->cq, r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV, peer->qp.qp_num, static_cast<uint32_t>(data.size()));
       } else {
         complete(peer->cq, r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, peer->qp.qp_num,

@@ -110,6 +110,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       while (!p.device && p.done < p.t->bytes && q->tryAcquire(&slot)) {
         size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
         copy(slot, p.t->buffer + p.done, n);
+        countStagingCopy(n);
         q->post(n, p.t->signature);
         LOOM_TRACE(kTransport, "%s: rank %d -> %d: %zu bytes of %s", what, comm->rank, it->first, n,
                    describeCall(p.t->signature).c_str());
@@ -140,7 +141,10 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
                           describeCall(signature).c_str());
         if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done, ctx));
         else if (p.device) LOOM_CHECK(deviceCopy(comm, dev, p.t->buffer + p.done, data, n, what));
-        else (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
+        else {
+          (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
+          countStagingCopy(n);
+        }
         q->release();
         LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,
                    describeCall(signature).c_str());

@@ -56,11 +56,7 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   sumDivide_ = k.sumDivide[type];
 }
 
-loomResult_t Primitives::waitRecv(const void** data, size_t n) {
-  size_t bytes = 0;
-  uint64_t signature = 0;
-  ctx_.peer = recvPeer_;
-  LOOM_CHECK(recvQ_->wait(data, &bytes, &signature, ctx_));
+loomResult_t Primitives::checkReceived(size_t bytes, uint64_t signature, size_t n) {
   if (signature != signature_)
     return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm_->rank,
                     describeCall(signature_).c_str(), comm_->describe(recvPeer_).c_str(),
@@ -70,6 +66,43 @@ loomResult_t Primitives::waitRecv(const void** data, size_t n) {
                     "different collectives, counts or types", ctx_.what, comm_->describe(recvPeer_).c_str(), bytes,
                     comm_->rank, n * elemSize_);
   return loomSuccess;
+}
+
+loomResult_t Primitives::waitRecv(const void** data, size_t n) {
+  size_t bytes = 0;
+  uint64_t signature = 0;
+  ctx_.peer = recvPeer_;
+  LOOM_CHECK(recvQ_->wait(data, &bytes, &signature, ctx_));
+  return checkReceived(bytes, signature, n);
+}
+
+// out <- prev, straight from the wire where the transport can, else through its slot.
+loomResult_t Primitives::receiveInto(void* out, size_t n) {
+  if (!recvQ_->receivesIntoCaller()) {
+    const void* in;
+    LOOM_CHECK(waitRecv(&in, n));
+    copyOut_(out, in, n * elemSize_);
+    countStagingCopy(n * elemSize_);
+    recvQ_->release();
+    return loomSuccess;
+  }
+  size_t bytes = 0;
+  uint64_t signature = 0;
+  ctx_.peer = recvPeer_;
+  LOOM_CHECK(recvQ_->receiveInto(out, n * elemSize_, &bytes, &signature, ctx_));
+  return checkReceived(bytes, signature, n);
+}
+
+// Posts the acquired slot with next <- src: from src itself where the transport sends from the caller's
+// memory (src is final), else copied into the slot.
+void Primitives::postFrom(void* slot, const void* src, size_t n) {
+  if (sendQ_->postsFromCaller()) {
+    sendQ_->postFrom(src, n * elemSize_, signature_);
+    return;
+  }
+  copy_(slot, src, n * elemSize_);
+  countStagingCopy(n * elemSize_);
+  sendQ_->post(n * elemSize_, signature_);
 }
 
 loomResult_t Primitives::acquireSend(void** slot) {
@@ -86,7 +119,15 @@ loomResult_t Primitives::send(const void* src, size_t n) {
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
   copy_(slot, src, n * elemSize_);
+  countStagingCopy(n * elemSize_);
   sendQ_->post(n * elemSize_, signature_);
+  return loomSuccess;
+}
+
+loomResult_t Primitives::sendFinal(const void* src, size_t n) {
+  void* slot;
+  LOOM_CHECK(acquireSend(&slot));
+  postFrom(slot, src, n);
   return loomSuccess;
 }
 
@@ -105,8 +146,7 @@ loomResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(recvReduceCopy(local, out, n, divisor));
-  copy_(slot, out, n * elemSize_);  // `out` is still in cache
-  sendQ_->post(n * elemSize_, signature_);
+  postFrom(slot, out, n);  // `out` is still in cache
   return loomSuccess;
 }
 
@@ -120,22 +160,22 @@ loomResult_t Primitives::recvReduceCopy(const void* local, void* out, size_t n, 
 
 loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   void* slot;
-  const void* in;
   LOOM_CHECK(acquireSend(&slot));
+  if (recvQ_->receivesIntoCaller() || sendQ_->postsFromCaller()) {
+    LOOM_CHECK(receiveInto(out, n));
+    postFrom(slot, out, n);
+    return loomSuccess;
+  }
+  const void* in;
   LOOM_CHECK(waitRecv(&in, n));
   copy_(slot, in, n * elemSize_);  // both copies read the received slot, which is in cache
   copyOut_(out, in, n * elemSize_);
+  countStagingCopy(2 * n * elemSize_);
   recvQ_->release();
   sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;
 }
 
-loomResult_t Primitives::recv(void* out, size_t n) {
-  const void* in;
-  LOOM_CHECK(waitRecv(&in, n));
-  copyOut_(out, in, n * elemSize_);
-  recvQ_->release();
-  return loomSuccess;
-}
+loomResult_t Primitives::recv(void* out, size_t n) { return receiveInto(out, n); }
 
 }  // namespace loom

@@ -21,6 +21,12 @@ struct ChainPlace {
 };
 loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channel, ChainPlace* place);
 
+// Whether the byte ranges [a, a + aBytes) and [b, b + bBytes) share no byte.
+inline bool disjoint(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const char *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+  return x + aBytes <= y || y + bBytes <= x;
+}
+
 // The step size a plan counts with before any connection exists (the cost model, the channel count):
 // LOOM_CHUNK_SIZE when set, else the slot size.  Primitives::maxElems() is the exact one.
 size_t plannedStepBytes();
@@ -37,21 +43,30 @@ class Primitives {
   // Largest element count one step may carry.
   size_t maxElems() const { return maxElems_; }
 
+  // next <- src.  src may change once send() returns: the data is copied into a slot.
   loomResult_t send(const void* src, size_t n);
+  // next <- src, where src keeps its value until the call ends: a transport that sends from the
+  // caller's memory takes it from there (zero copy).
+  loomResult_t sendFinal(const void* src, size_t n);
   // next <- prev op local
   loomResult_t recvReduceSend(const void* local, size_t n);
-  // out <- prev op local (divided by `divisor` when it is > 0: the end of loomAvg); next <- out
+  // out <- prev op local (divided by `divisor` when it is > 0: the end of loomAvg); next <- out.  `out` is
+  // final: the call does not write it again (it is sent from there where the transport can).
   loomResult_t recvReduceCopySend(const void* local, void* out, size_t n, int divisor);
   // out <- prev op local (or divided); nothing sent
   loomResult_t recvReduceCopy(const void* local, void* out, size_t n, int divisor);
-  // out <- prev; next <- prev
+  // out <- prev; next <- prev.  `out` is final, as for recvReduceCopySend: over a network the data lands in
+  // out and leaves from there.
   loomResult_t recvCopySend(void* out, size_t n);
   // out <- prev
   loomResult_t recv(void* out, size_t n);
 
  private:
   loomResult_t waitRecv(const void** data, size_t n);
+  loomResult_t checkReceived(size_t bytes, uint64_t signature, size_t n);
+  loomResult_t receiveInto(void* out, size_t n);
   loomResult_t acquireSend(void** slot);
+  void postFrom(void* slot, const void* src, size_t n);
   void reduceInto(void* dst, const void* a, const void* b, size_t n, int divisor) const;
 
   loomComm* comm_;

@@ -68,7 +68,10 @@ class RingShare {
     size_t off, len;
     if (op == 0) {
       part(r, &off, &len);
-      LOOM_CHECK(prims_->send(in_ + off, len));
+      // Out of place the input is never written; in place this segment is overwritten with its result
+      // later in the call, so it is copied out now.
+      if (in_ != out_) LOOM_CHECK(prims_->sendFinal(in_ + off, len));
+      else LOOM_CHECK(prims_->send(in_ + off, len));
     } else if (op < n - 1) {
       part(r - op, &off, &len);
       LOOM_CHECK(prims_->recvReduceSend(in_ + off, len));

@@ -83,7 +83,7 @@ loomResult_t treeAllReduce(loomComm* comm, const CollArgs& args) {
       if (len == 0) continue;
       char* acc = out + lo * esize;
       if (s.parent >= 0) LOOM_CHECK(s.fromParent->recv(acc, len));
-      for (auto& down : s.toChild) LOOM_CHECK(down->send(acc, len));
+      for (auto& down : s.toChild) LOOM_CHECK(down->sendFinal(acc, len));  // the result: final
     }
   }
   return loomSuccess;

@@ -17,6 +17,11 @@
 
 namespace loom {
 
+std::atomic<uint64_t>& stagingCopyBytes() {
+  static std::atomic<uint64_t> bytes{0};
+  return bytes;
+}
+
 const std::vector<Transport*>& transports() {
   // Never destroyed (a rank may still be tearing down at static destruction), and so still reachable.
   static const std::vector<Transport*>& all = *[] {

@@ -1,13 +1,15 @@
-// The interface every transport implements (shm today; socket, ucx, ibverbs and cuda later), and the
-// description of a peer that transports and the selector read.
+// The interface every transport implements (shm, socket, ucx, ib), and the description of a peer that
+// transports and the selector read.
 //
 // A connection between two ranks is two one-way FIFOs of fixed-size slots.  The sender acquires a free
 // slot, writes (or reduces) straight into it and posts it; the receiver waits for the next posted slot,
 // reads (or reduces) straight from it and releases it.  Algorithms therefore never copy through an
 // intermediate buffer, whatever the transport: for shm a slot is shared memory, for a network transport
-// it is a registered staging buffer.
+// it is a staging buffer.  Where a message is only copied (not reduced) and the wire can take bytes from
+// anywhere, the slot is skipped on the way out (postFrom) and on the way in (receiveInto): zero copy.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +41,12 @@ class SendQueue {
   // Hands the acquired slot, holding `bytes` bytes, to the receiver.  `signature` describes the call the
   // data belongs to (see core/collective.h); the receiver checks it against its own.
   virtual void post(size_t bytes, uint64_t signature) = 0;
+
+  // Zero copy, where the transport offers it: after acquire(), instead of filling the slot and post(),
+  // the message is the `bytes` (at most slotBytes()) at src, sent from where they lie.  The queue may read
+  // src until flush() returns: the caller must not change it before the end of its call.
+  virtual bool postsFromCaller() const { return false; }
+  virtual void postFrom(const void* src, size_t bytes, uint64_t signature) {}
 
   // Single copy, where the transport offers it: instead of data, the acquired slot carries where `bytes`
   // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
@@ -75,6 +83,15 @@ class RecvQueue {
   // Gives the slot returned by the last wait() back to the sender.
   virtual void release() = 0;
 
+  // Zero copy, where the transport offers it: waits for the next message and receives it straight into
+  // dst, taking it (no release() follows).  A message larger than `capacity` is not written there: its
+  // size in *bytes tells the caller, who refuses it.
+  virtual bool receivesIntoCaller() const { return false; }
+  virtual loomResult_t receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
+                                   const WaitContext& ctx) {
+    return loomInternalError;
+  }
+
   // True once the sending end went away (see SendQueue::peerClosed).
   virtual bool peerClosed() const { return false; }
   virtual Producer producer() const { return Producer::kPeer; }  // as SendQueue::producer
@@ -86,6 +103,11 @@ class RecvQueue {
   // GPUDirect RDMA: whether readDirect may write these bytes of device memory (as canPostDirectFrom).
   virtual bool canReadDirectInto(void* device, size_t bytes) { return false; }
 };
+
+// Bytes copied between a caller's buffer and a slot (the staging copies that zero copy avoids), by the
+// algorithms and the transports of this process: tests count them per byte sent.
+std::atomic<uint64_t>& stagingCopyBytes();
+inline void countStagingCopy(size_t bytes) { stagingCopyBytes().fetch_add(bytes, std::memory_order_relaxed); }
 
 // What a transport promises for a pair of ranks; the selector takes the best estimate.
 struct TransportEstimate {

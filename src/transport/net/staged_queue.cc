@@ -90,9 +90,7 @@ std::string explainNetFailure(const WaitContext& ctx, int peer, const char* dire
   return std::string(direction) + " rank " + std::to_string(peer) + ": " + why;
 }
 
-// Records the failure of the connection with `peer` (named as the rank lost, for the communicator's
-// failure notices).
-static loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
+loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {
   setError(loomRemoteError, "%s", explainNetFailure(ctx, peer, direction, why).c_str());
   setLastErrorPeer(peer);
   return loomRemoteError;

@@ -114,6 +114,8 @@ class RecvWire {
 // A connection that failed almost always means its peer is exiting: asks the liveness probe (which also
 // names every other rank already gone) before falling back to the wire's own reason.
 std::string explainNetFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why);
+// Records it (setError, loomRemoteError) with `peer` as the rank lost, and returns the code.
+loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why);
 
 struct StagedRing;
 

@@ -1,7 +1,7 @@
 // TCP transport: the connection between ranks on different hosts (or on one host with
-// LOOM_SHM_DISABLE=1).  Each direction of a pair is one TCP connection with a ring of slots at each end
-// in local memory; a thread per queue moves posted slots through the socket, so the ranks' own threads
-// never block in a socket call and no cycle of full socket buffers can deadlock a ring.
+// LOOM_SHM_DISABLE=1).  Each direction of a pair is LOOM_NSOCKS TCP sockets, driven by the ranks' own
+// threads (socket_queues.h): the receiver reads its sockets itself, the sender writes its frames itself
+// and leaves only what the sockets cannot take at once to a helper thread.
 #pragma once
 
 #include "transport/transport.h"

@@ -4,7 +4,8 @@ where the collective reduces), warm-up calls, then the mean of the timed calls o
 over ranks; sizes and busbw as nccl-tests defines them (the size is the larger of the send and receive
 buffers; busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and alltoall, 1 for
 broadcast).  Launched once per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set
-(perf/report.py, perf/netns_bench.sh); rank 0 prints one line per point and, with --json, writes them.
+(perf/report.py, perf/netns_bench.sh); rank 0 prints one line per point and, with --json, writes them
+(with the CPU seconds of all ranks per GB, cpu_s_per_gb, as the perf tools report it).
 
 usage: gloo_bench.py [--collectives all_reduce ...] [--json FILE] [--] SIZE[:ITERS] [SIZE[:ITERS] ...]
 (the -- ends the list of collectives when the sizes follow it)
@@ -12,6 +13,7 @@ usage: gloo_bench.py [--collectives all_reduce ...] [--json FILE] [--] SIZE[:ITE
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -52,6 +54,13 @@ def make_call(name, size, n):
     raise ValueError(name)
 
 
+def cpu_seconds():
+    """User + system time of this process, every thread (gloo's own threads too), as the perf tools
+    measure it (getrusage)."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--collectives", nargs="+", default=list(BUS_FACTOR), choices=list(BUS_FACTOR))
@@ -73,15 +82,19 @@ def main():
             for _ in range(args.warmup):
                 call()
             dist.barrier()
+            cpu0 = cpu_seconds()
             t0 = time.perf_counter()
             for _ in range(iters):
                 call()
-            us = torch.tensor([(time.perf_counter() - t0) / iters * 1e6], dtype=torch.float64)
-            dist.all_reduce(us)
-            us = us.item() / n
+            # [time, CPU seconds] per call, summed over ranks (time is then averaged, CPU is a total).
+            per_call = torch.tensor([(time.perf_counter() - t0) / iters * 1e6, (cpu_seconds() - cpu0) / iters],
+                                    dtype=torch.float64)
+            dist.all_reduce(per_call)
+            us = per_call[0].item() / n
             algbw = size / us / 1e3
             results.append(dict(collective=name, bytes=size, time_us=us, algbw_gbs=algbw,
-                                busbw_gbs=algbw * BUS_FACTOR[name](n)))
+                                busbw_gbs=algbw * BUS_FACTOR[name](n),
+                                cpu_s_per_gb=per_call[1].item() / (size / 1e9) if size else 0.0))
             if rank == 0:
                 print(f"gloo {name} {size} bytes: {us:.1f} us, algbw {algbw:.3f} GB/s, "
                       f"busbw {results[-1]['busbw_gbs']:.3f} GB/s", flush=True)

@@ -2,6 +2,7 @@
 #include "perf/perf_device.h"
 
 #include <getopt.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,15 @@
 namespace loom::perf {
 
 namespace {
+
+// CPU time this process used so far, all its threads (a library's helper threads count too).
+double processCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 
 struct Options {
   size_t minBytes = 32 << 20, maxBytes = 32 << 20, stepBytes = 1 << 20;
@@ -58,6 +68,8 @@ void usage(FILE* out, const char* prog) {
       "      --csv <file>           every timed iteration as CSV: collective, backend, ranks, type, op,\n"
       "                             placement, bytes, iteration, time (us, the slowest rank's)\n"
       "      --json <file>          a summary: the run's settings and, per size and placement, time (us),\n"
+      "                             CPU seconds of all ranks per GB (cpu_s_per_gb: user + system time\n"
+      "                             of every thread, from getrusage),\n"
       "                             algbw, busbw (GB/s) and #wrong\n"
       "  -t, -g, -m, -p, -z, -G     accepted for nccl-tests compatibility: only 1 thread, 1 device, no\n"
       "                             aggregation, no graphs; other values are refused\n"
@@ -277,8 +289,9 @@ struct Runner {
 
   // Mean time per call in microseconds (combined over ranks per -a), and wrong elements over all ranks.
   // perIter (rank 0) gets each timed iteration's time on the slowest rank.
-  bool measure(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op, double* usec, long* wrong,
-               std::vector<double>* perIter) const {
+  // *cpuSec: CPU seconds (user + system, every thread of every rank) per timed call.
+  bool measure(const Buffers& b, bool inPlace, loomDataType_t type, loomRedOp_t op, double* usec, double* cpuSec,
+               long* wrong, std::vector<double>* perIter) const {
     for (int i = 0; i < o.warmup; ++i)
       if (!run(b, inPlace, type, op)) return false;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -286,6 +299,7 @@ struct Runner {
     // sub-microsecond sizes of every other run.
     const bool perIteration = !o.csvPath.empty();
     std::vector<double> mineIter(perIteration ? static_cast<size_t>(o.iters) : 0);
+    const double cpu0 = processCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     auto last = t0;
     for (int i = 0; i < o.iters; ++i) {
@@ -298,6 +312,8 @@ struct Runner {
     }
     if (!perIteration) last = std::chrono::steady_clock::now();
     double mine = std::chrono::duration<double, std::micro>(last - t0).count() / o.iters;
+    const double cpuMine = (processCpuSeconds() - cpu0) / o.iters;
+    MPI_Allreduce(&cpuMine, cpuSec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     perIter->assign(mineIter.size(), 0.0);
     if (perIteration)
       MPI_Reduce(mineIter.data(), perIter->data(), o.iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -480,10 +496,10 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
             continue;
           }
           const Buffers& b = isInPlace ? inPlace : outOfPlace;
-          double usec = 0;
+          double usec = 0, cpuSec = 0;
           long wrong = 0;
           std::vector<double> perIter;
-          if (!runner.measure(b, isInPlace, type, op, &usec, &wrong, &perIter)) {
+          if (!runner.measure(b, isInPlace, type, op, &usec, &cpuSec, &wrong, &perIter)) {
             failed = true;
             break;
           }
@@ -495,7 +511,8 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
           if (rank == 0)
             records.add(Measurement{typeName(type), test.usesOp ? opName(op) : "none",
                                     isInPlace ? "in-place" : "out-of-place", std::max(sendCount, recvCount) * es, usec,
-                                    algbw, busbw, wrong, o.check != 0},
+                                    algbw, busbw, wrong, o.check != 0,
+                                    cpuSec / (static_cast<double>(std::max(sendCount, recvCount) * es) / 1e9)},
                         perIter);
           std::snprintf(buf, sizeof(buf), "  %7s  %6.2f  %6.2f  %6s", formatTime(usec).c_str(), algbw, busbw,
                         o.check ? std::to_string(wrong).c_str() : "N/A");

@@ -59,8 +59,8 @@ bool Records::finish(double avgBusbw, long totalWrong, std::string* error) {
       field(f, "type", m.type);
       field(f, "op", m.op);
       field(f, "placement", m.placement);
-      std::fprintf(f, "\"bytes\": %zu, \"time_us\": %.3f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": ",
-                   m.bytes, m.timeUs, m.algbw, m.busbw);
+      std::fprintf(f, "\"bytes\": %zu, \"time_us\": %.3f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, "
+                   "\"cpu_s_per_gb\": %.6f, \"wrong\": ", m.bytes, m.timeUs, m.algbw, m.busbw, m.cpuSecPerGB);
       if (m.checked) std::fprintf(f, "%ld}", m.wrong);
       else std::fprintf(f, "null}");
     }

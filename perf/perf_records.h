@@ -21,6 +21,9 @@ struct Measurement {
   double timeUs = 0, algbw = 0, busbw = 0;
   long wrong = 0;
   bool checked = false;
+  // CPU seconds of all ranks together (user + system, every thread) per GB of the call's size: what a
+  // library costs the machine for what it moves, beside how fast it moves it.
+  double cpuSecPerGB = 0;
 };
 
 class Records {

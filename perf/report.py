@@ -169,7 +169,7 @@ class NamespaceHosts:
 
 # -------------------------------------------------------------------------------------------- systems
 def run_perf_tools(args, host, backend, collectives, workdir):
-    """loom or OpenMPI through the perf tools: {(collective, bytes): (time_us, busbw)}."""
+    """loom or OpenMPI through the perf tools: {(collective, bytes): (time_us, busbw, cpu_s_per_gb)}."""
     points = {}
     for coll in collectives:
         tool = os.path.join(args.build, "perf", COLLECTIVES[coll][0])
@@ -183,7 +183,7 @@ def run_perf_tools(args, host, backend, collectives, workdir):
             with open(out) as f:
                 for r in json.load(f)["results"]:
                     if r["bytes"] > 0:  # sizes that round to no element per rank carry nothing
-                        points[(coll, r["bytes"])] = (r["time_us"], r["busbw_gbs"])
+                        points[(coll, r["bytes"])] = (r["time_us"], r["busbw_gbs"], r["cpu_s_per_gb"])
     return points
 
 
@@ -221,7 +221,8 @@ def run_gloo(args, host, collectives, workdir):
         f.close()
     by_name = {COLLECTIVES[c][1]: c for c in collectives}
     with open(out) as f:
-        return {(by_name[r["collective"]], r["bytes"]): (r["time_us"], r["busbw_gbs"]) for r in json.load(f)["results"]}
+        return {(by_name[r["collective"]], r["bytes"]): (r["time_us"], r["busbw_gbs"], r["cpu_s_per_gb"])
+                for r in json.load(f)["results"]}
 
 
 # ------------------------------------------------------------------------------------------ references
@@ -290,6 +291,7 @@ def build_tables(data):
                     if samples:
                         row[sysname] = dict(zip(("busbw", "busbw_spread"), summarize([s[1] for s in samples])))
                         row[sysname]["time_us"] = statistics.median([s[0] for s in samples])
+                        row[sysname]["cpu_s_per_gb"] = statistics.median([s[2] for s in samples])
                 rows.append(row)
             per[coll] = rows
         ratios = {}
@@ -297,6 +299,10 @@ def build_tables(data):
             rs = [r["loom"]["busbw"] / r[other]["busbw"] for coll in per for r in per[coll]
                   if r["bytes"] >= 64 << 10 and "loom" in r and other in r and r[other]["busbw"] > 0]
             ratios[other] = (geomean(rs), len(rs))
+            # CPU: the other's CPU seconds per GB over loom's (above 1: loom costs less), same sizes.
+            cs = [r[other]["cpu_s_per_gb"] / r["loom"]["cpu_s_per_gb"] for coll in per for r in per[coll]
+                  if r["bytes"] >= 64 << 10 and "loom" in r and other in r and r["loom"]["cpu_s_per_gb"] > 0]
+            ratios["cpu_" + other] = (geomean(cs), len(cs))
         tables[cname] = dict(rows=per, limit=limit, geomean=ratios)
     return tables
 
@@ -317,13 +323,18 @@ def write_markdown(data, tables, path):
              "broadcast).  OpenMPI runs its own `MPI_*` collective (default tuned; btl vader on one host, tcp "
              "across hosts); Gloo is PyTorch's gloo backend; loom makes its automatic choice.  limit: single-core "
              f"memcpy bandwidth ({data['memcpy_gbs']:.2f} GB/s) for shared memory, iperf3's single TCP stream "
-             "on the veth for the network configurations.  Ranks outnumber this machine's cores from 4 ranks on.",
-             "", "## Geometric means of the busbw ratios, sizes >= 64 KB (all collectives)", "",
-             "| configuration | loom/OpenMPI | loom/Gloo | points |", "|---|---|---|---|"]
+             "on the veth for the network configurations.  Ranks outnumber this machine's cores from 4 ranks on.", "",
+             "CPU s/GB: CPU seconds (user + system, every thread, all ranks together, from getrusage) per GB "
+             "of the call's size, while the timed calls ran: what each library costs a shared machine.",
+             "", "## Geometric means of the ratios, sizes >= 64 KB (all collectives)", "",
+             "busbw: loom's over the other's (above 1: loom is faster).  CPU: the other's CPU seconds per GB over "
+             "loom's (above 1: loom costs less).", "",
+             "| configuration | busbw loom/OpenMPI | busbw loom/Gloo | CPU OpenMPI/loom | CPU Gloo/loom | points |",
+             "|---|---|---|---|---|---|"]
     for cname, t in tables.items():
         g = t["geomean"]
         lines.append(f"| {data['configs'][cname]['title']} | {g['openmpi'][0]:.2f} | {g['gloo'][0]:.2f} | "
-                     f"{g['openmpi'][1]} |")
+                     f"{g['cpu_openmpi'][0]:.2f} | {g['cpu_gloo'][0]:.2f} | {g['openmpi'][1]} |")
     for cname, t in tables.items():
         cfg = data["configs"][cname]
         lines += ["", f"## {cfg['title']}", "", f"![busbw]({cname}.png)", "",
@@ -331,15 +342,17 @@ def write_markdown(data, tables, path):
         for coll, rows in t["rows"].items():
             lines += ["", f"### {COLLECTIVES[coll][2]}", "",
                       "| size | loom busbw | OpenMPI busbw | Gloo busbw | loom us | OpenMPI us | Gloo us | "
-                      "loom/OpenMPI | loom/Gloo | loom/limit |", "|---" * 10 + "|"]
+                      "loom/OpenMPI | loom/Gloo | loom/limit | CPU s/GB loom | OpenMPI | Gloo |", "|---" * 13 + "|"]
             for r in rows:
                 cell = lambda s: f"{r[s]['busbw']:.3f} ±{r[s]['busbw_spread']:.0%}" if s in r else "–"
                 us = lambda s: f"{r[s]['time_us']:.1f}" if s in r else "–"
                 bw = lambda s: r[s]["busbw"] if s in r else None
+                cpu = lambda s: f"{r[s]['cpu_s_per_gb']:.2f}" if s in r else "–"
                 lines.append(f"| {human(r['bytes'])} | {cell('loom')} | {cell('openmpi')} | {cell('gloo')} | "
                              f"{us('loom')} | {us('openmpi')} | {us('gloo')} | "
                              f"{fmt_ratio(bw('loom'), bw('openmpi'))} | {fmt_ratio(bw('loom'), bw('gloo'))} | "
-                             f"{fmt_ratio(bw('loom'), t['limit'])} |")
+                             f"{fmt_ratio(bw('loom'), t['limit'])} | {cpu('loom')} | {cpu('openmpi')} | "
+                             f"{cpu('gloo')} |")
     if data["skipped"]:
         lines += ["", "## Not measured", ""] + [f"- {s}" for s in data["skipped"]]
     with open(path, "w") as f:
@@ -447,7 +460,8 @@ def main():
     for cname, t in tables.items():
         g = t["geomean"]
         print(f"{cname}: geomean busbw ratio (>= 64 KB) loom/OpenMPI {g['openmpi'][0]:.2f}, "
-              f"loom/Gloo {g['gloo'][0]:.2f} over {g['openmpi'][1]} points")
+              f"loom/Gloo {g['gloo'][0]:.2f} over {g['openmpi'][1]} points; CPU OpenMPI/loom "
+              f"{g['cpu_openmpi'][0]:.2f}, Gloo/loom {g['cpu_gloo'][0]:.2f}")
     print(f"# {data['elapsed_s'] / 60:.1f} minutes; wrote {args.out}/report.md, results.json and "
           f"{', '.join(c + '.png' for c in tables)}")
 

@@ -33,7 +33,7 @@ def test_csv_has_every_timed_iteration_and_json_every_point(tmp_path):
     summary = json.load(open(j))
     assert summary["nranks"] == 2 and summary["iters"] == 3
     assert [r["bytes"] for r in summary["results"]] == [8, 8, 64, 64, 512, 512, 4096, 4096]
-    assert all(r["wrong"] == 0 and r["busbw_gbs"] > 0 for r in summary["results"])
+    assert all(r["wrong"] == 0 and r["busbw_gbs"] > 0 and r["cpu_s_per_gb"] >= 0 for r in summary["results"])
     # The table's mean time per size is the mean of the iterations the CSV lists (rank 0 sees both).
     for r in summary["results"]:
         its = [float(x["time_us"]) for x in rows if int(x["bytes"]) == r["bytes"] and x["placement"] == r["placement"]]
@@ -47,6 +47,17 @@ def test_placement_out_leaves_in_place_unmeasured(tmp_path):
     assert out.returncode == 0, out.stderr
     assert [r["placement"] for r in json.load(open(j))["results"]] == ["out-of-place"]
     assert "N/A" in out.stdout
+
+
+def test_json_reports_the_cpu_time_per_gb(tmp_path):
+    # 8 MB x 5 calls on 2 ranks: tens of milliseconds of CPU, well above getrusage's resolution; a
+    # library that moved 40 MB per rank with more than 100 CPU seconds per GB would be broken.
+    j = tmp_path / "t.json"
+    out = mpirun(2, os.path.join(BUILD, "perf", "all_reduce_perf"), "-b", "8M", "-e", "8M", "-n", "5", "-w", "1",
+                 "--placement", "out", "--json", str(j))
+    assert out.returncode == 0, out.stderr
+    [r] = json.load(open(j))["results"]
+    assert 0 < r["cpu_s_per_gb"] < 100, r
 
 
 def test_unwritable_json_is_an_error_not_a_crash(tmp_path):

@@ -42,8 +42,9 @@ COLLECTIVES = {
     "broadcast": ("broadcast_perf", "broadcast", "broadcast"),
     "alltoall": ("alltoall_perf", "alltoall", "alltoall"),
 }
-# name -> (kind, ranks or hosts)
-CONFIGS = {"shm2": ("shm", 2), "shm4": ("shm", 4), "shm8": ("shm", 8), "net2": ("net", 2), "net4": ("net", 4)}
+# name -> (kind, ranks or hosts, ranks per host)
+CONFIGS = {"shm2": ("shm", 2, 2), "shm4": ("shm", 4, 4), "shm8": ("shm", 8, 8), "net2": ("net", 2, 1),
+           "net4": ("net", 4, 1), "net2x2": ("net", 2, 2)}
 SYSTEMS = ["loom", "openmpi", "gloo"]
 LABEL = {"loom": "loom", "openmpi": "OpenMPI", "gloo": "Gloo"}
 # Sizes 8 B .. 64 MB in two sweeps: many timed calls where they are cheap, few where they are not.
@@ -103,13 +104,14 @@ class LocalHost:
 
 
 class NamespaceHosts:
-    """Hosts made of network namespaces (tests/net/netns_hosts.sh), one rank each.  A bash process holds
-    them: it makes them, prints their names, and removes them when its stdin closes (also when this
-    script dies)."""
+    """Hosts made of network namespaces (tests/net/netns_hosts.sh), `per_host` ranks each (ranks r*per_host ..
+    on host r).  A bash process holds them: it makes them, prints their names, and removes them when its
+    stdin closes (also when this script dies)."""
     kind = "net"
 
-    def __init__(self, nhosts):
-        self.nranks = nhosts
+    def __init__(self, nhosts, per_host=1):
+        self.nranks = nhosts * per_host
+        self.per_host = per_host
         script = (f". {ROOT}/tests/net/netns_hosts.sh; netns_require; netns_make_hosts {nhosts}; "
                   'echo "HOSTS ${NETNS_HOSTS[*]}"; echo "ADDRS ${NETNS_ADDRS[*]}"; echo "VETHS ${NETNS_VETHS[*]}"; '
                   'echo "SUBNET ${NETNS_SUBNET}"; echo READY; read -r _')
@@ -128,21 +130,23 @@ class NamespaceHosts:
         self.subnet = info["SUBNET"] + "0/24"
         self.master_addr = self.addrs[0]
         self.hostfile = tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False)
-        self.hostfile.write("".join(f"{h} slots=1\n" for h in self.hosts))
+        self.hostfile.write("".join(f"{h} slots={per_host}\n" for h in self.hosts))
         self.hostfile.close()
 
     def mpirun(self, backend_is_mpi):
         # --bind-to none: every namespace "host" shares this machine's cores; binding would put every
-        # rank on core 0.
+        # rank on core 0.  Ranks of one host reach each other through OpenMPI's shared memory (vader).
+        btl = "tcp,self" if self.per_host == 1 else "tcp,vader,self"
         return ["ip", "netns", "exec", self.hosts[0], "mpirun", "--allow-run-as-root", "-np", str(self.nranks),
                 "--hostfile", self.hostfile.name, "--mca", "plm_rsh_agent", f"{ROOT}/tests/net/netns_rsh.sh",
                 "--mca", "rtc_hwloc_vmhole", "none", "--mca", "oob_tcp_if_include", self.subnet,
-                "--mca", "btl_tcp_if_include", self.subnet, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
-                "--bind-to", "none", "-x", "PATH"]
+                "--mca", "btl_tcp_if_include", self.subnet, "--mca", "pml", "ob1", "--mca", "btl", btl,
+                "--map-by", "slot", "--bind-to", "none", "-x", "PATH"]
 
     def spawn(self, rank, argv, env, log):
-        env = dict(env, GLOO_SOCKET_IFNAME=self.veths[rank])
-        return subprocess.Popen(["ip", "netns", "exec", self.hosts[rank]] + argv, env=env, stdout=log,
+        host = rank // self.per_host
+        env = dict(env, GLOO_SOCKET_IFNAME=self.veths[host])
+        return subprocess.Popen(["ip", "netns", "exec", self.hosts[host]] + argv, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
 
     def iperf3(self, seconds=3):
@@ -426,9 +430,9 @@ def main():
     order = {"loom": "loom", "openmpi": "mpi", "gloo": None}
     with tempfile.TemporaryDirectory() as workdir:
         for cname in args.configs:
-            kind, n = CONFIGS[cname]
+            kind, n, per_host = CONFIGS[cname]
             try:
-                host = LocalHost(n) if kind == "shm" else NamespaceHosts(n)
+                host = LocalHost(n) if kind == "shm" else NamespaceHosts(n, per_host)
             except RuntimeError as e:
                 data["skipped"].append(f"{cname}: {e}")
                 print(f"# {cname} skipped: {e}", flush=True)
@@ -437,7 +441,8 @@ def main():
                 if kind == "shm":
                     title, limit_name, limit = f"{n} ranks on one host (shared memory)", "memcpy", data["memcpy_gbs"]
                 else:
-                    title, limit_name, limit = f"{n} hosts x 1 rank (network namespaces, veth)", "iperf3", host.iperf3()
+                    title, limit_name, limit = (f"{n} hosts x {per_host} rank{'s' if per_host > 1 else ''} (network "
+                                                f"namespaces, veth)", "iperf3", host.iperf3())
                 cfg = dict(title=title, limit_name=limit_name, limit_gbs=limit, samples={s: {} for s in args.systems})
                 data["configs"][cname] = cfg
                 for rep in range(args.repeats):

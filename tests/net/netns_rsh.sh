@@ -10,4 +10,7 @@ shift
 tmp="${TMPDIR:-/tmp}/loom-netns-tmp/$host"
 mkdir -p "$tmp"
 export OMPI_MCA_orte_tmpdir_base="$tmp"
-exec ip netns exec "$host" /bin/sh -c "$*"
+# They share one hostname too, so OpenMPI would take ranks of different namespace hosts for ranks of
+# one node and join them by shared memory (its vader btl then crashes): each gets its own UTS namespace
+# named after the host, as a real host has its own name.
+exec ip netns exec "$host" unshare --uts /bin/sh -c "hostname '$host' && $*"

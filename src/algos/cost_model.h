@@ -16,8 +16,12 @@ struct CostModel {
   double cacheCopyGBs = 12.0;  // copy bandwidth while the data stays in cache (up to ~1 MB per rank)
   double memCopyGBs = 5.0;     // copy bandwidth from and to memory
   double oversubscription = 1; // ranks per core on this host (>= 1): ranks share cores and memory bandwidth
-  double netGBs = 1.2;         // across hosts (used by hier and by any path between hosts)
+  // Across hosts (probed between two hosts when the job spans several): one hand-over between ranks on
+  // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
+  double netStepUs = 30;
+  double netGBs = 1.2;
   bool probed = false;
+  bool netProbed = false;
   std::string describe() const;
 };
 

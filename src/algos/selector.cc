@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "algos/algorithms.h"
+#include "algos/p2p.h"
 #include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
 #include "algos/scratch.h"
@@ -70,8 +71,9 @@ const char* algoName(Algo a) { return kNames[static_cast<int>(a)]; }
 
 std::string CostModel::describe() const {
   char b[200];
-  snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory, %.1f ranks per core (%s)",
-           stepUs, cacheCopyGBs, memCopyGBs, oversubscription, probed ? "probed" : "constants");
+  snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory, %.1f ranks per core (%s); "
+           "across hosts step %.1f us, %.2f GB/s (%s)", stepUs, cacheCopyGBs, memCopyGBs, oversubscription,
+           probed ? "probed" : "constants", netStepUs, netGBs, netProbed ? "probed" : "constants");
   return b;
 }
 
@@ -89,14 +91,27 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   const double toMemory = std::min(1.0, std::max(0.0, std::log2(S * f / (2u << 20)) / 2));
   const double beta = 1e-3 / (std::pow(m.cacheCopyGBs, 1 - toMemory) * std::pow(m.memCopyGBs, toMemory));
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
-  auto cost = [&](double steps, double work) { return steps * m.stepUs + work * S * beta * f; };
+  // Across hosts a step waits for the slowest hop, and every byte the busiest connection between hosts
+  // carries (as a multiple of S: `linkBytes`) goes at the probed network bandwidth, on top of the
+  // memory work (on the same cores: the kernel's socket copies are CPU time too).
+  const bool net = hosts > 1;
+  const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
+  const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
+  auto cost = [&](double steps, double work, double linkBytes = 0) {
+    return steps * stepUs + work * S * beta * f + (net ? linkBytes * S * 1e-3 / m.netGBs : 0.0);
+  };
+  // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
+  // each of its ranks.
+  const double flatLink = local * (n - local);
   const bool pow2 = (n & (n - 1)) == 0;
   switch (coll) {
     case CollType::AllReduce:
       switch (algo) {
-        case Algo::Ring: return cost(2 * (n - 1), 2.5);
-        case Algo::Tree: return cost(3 * L + 1 + (slices - 1), 4.6);
-        case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5);
+        case Algo::Ring: return cost(2 * (n - 1), 2.5, 2.0 * (n - 1) / n);
+        // A tree rank receives its two children's partial sums up, and sends the result down to both.
+        case Algo::Tree: return cost(3 * L + 1 + (slices - 1), 4.6, 2.0);
+        // Exchanges of halving (then doubling) halves with partners, the far ones on other hosts.
+        case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5, 2.0 * (n - 1) / n);
         case Algo::OneShot: {  // within one slot: one hand-over through the slots; above: a transfer round
           // (gathering every input into scratch first, then reducing: more passes per byte).  Within a
           // slot the n-1 inputs stay in the first-level caches while small: 2.5 passes each at 4 KB,
@@ -105,31 +120,30 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
           // at every call: about 1.75x the passes (measured at 64 MB on 2, 4 and 8 ranks).
           const double perPeer = S > slotBytes ? (S * n > kScratchKeepBytes ? 14.0 : fromMemory ? 8.0 : 5.0)
                                                : 2.5 + 2.0 * std::min(1.0, S / (256u << 10));
-          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.35 * (n - 1), perPeer * (n - 1));
+          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.35 * (n - 1), perPeer * (n - 1), flatLink);
         }
         case Algo::Hier: {
           // The chains inside a host only overlap their stages across slices: with few slices a slice
           // waits for each rank of the chain in turn (a 256 KB call at 2 ranks: 1.4-2.7x the ring here).
-          const int local = std::max(1, n / std::max(hosts, 1));
-          double t = cost(2 * (local - 1), 3.0 * (1 + (local - 1) / (2 * slices)));
-          if (hosts > 1) t += 2 * (hosts - 1) * m.stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
-          return t;
+          const double inHost = 2 * (local - 1) * m.stepUs + 3.0 * (1 + (local - 1) / (2 * slices)) * S * beta * f;
+          if (!net) return inHost;
+          return inHost + 2 * (hosts - 1) * stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
         }
         default: return 1e30;
       }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
         const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;
-        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0));
+        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0), flatLink);
       }
       // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
       const bool streamed = S * n >= kStreamingMinBytes;
-      return cost(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0));
+      return cost(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), n - 1.0);
     }
-    case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1));
-    case CollType::Broadcast: return cost(n - 1 + slices - 1, 2.0);
-    case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5);
-    case CollType::AllToAll: return cost(1.5 + 0.6 * (n - 1), 1.5 * (n - 1) / n);
+    case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1), n - 1.0);
+    case CollType::Broadcast: return cost(n - 1 + slices - 1, 2.0, 1.0);
+    case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5, 1.0);
+    case CollType::AllToAll: return cost(1.5 + 0.6 * (n - 1), 1.5 * (n - 1) / n, flatLink / n);
     default: return 0;
   }
 }
@@ -185,6 +199,48 @@ loomResult_t checkAlgoFilter() {
   return loomSuccess;
 }
 
+// Across hosts: rank 0 and the first rank of another host time their connection, as the shm probe times
+// the slots: half the median round trip of one small message (a hand-over between hosts) and the best of
+// three one-way transfers of 4 MB, answered by one byte (the bandwidth of one connection, the copies in
+// and out of the kernel included).  Every other rank has nothing to do; *stepUs and *gbs stay 0 there.
+loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
+  int far = -1;
+  for (int r = 1; r < comm->nranks && far < 0; ++r)
+    if (comm->peers[r].hostHash != comm->peers[0].hostHash) far = r;
+  if (far < 0 || (comm->rank != 0 && comm->rank != far)) return loomSuccess;
+  const bool first = comm->rank == 0;
+  const int peer = first ? far : 0;
+  using clock = std::chrono::steady_clock;
+  CollArgs p2p{};
+  p2p.coll = CollType::Send;
+  p2p.type = loomInt8;
+  auto transfer = [&](bool send, void* buf, size_t bytes) {
+    p2p.count = bytes;
+    return runTransfers(comm, {Transfer{peer, send, static_cast<char*>(buf), bytes, callSignature(p2p)}},
+                        "the network probe");
+  };
+  char small[8] = {};
+  std::vector<double> trips;
+  for (int i = -2; i < 16; ++i) {  // two untimed: the connections are made then
+    const auto t0 = clock::now();
+    LOOM_CHECK(transfer(first, small, sizeof small));
+    LOOM_CHECK(transfer(!first, small, sizeof small));
+    if (i >= 0) trips.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+  }
+  std::nth_element(trips.begin(), trips.begin() + trips.size() / 2, trips.end());
+  *stepUs = trips[trips.size() / 2] / 2;
+  const size_t bytes = 4u << 20;
+  std::vector<char> big(bytes, 1);
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = clock::now();
+    LOOM_CHECK(transfer(first, big.data(), bytes));
+    LOOM_CHECK(transfer(!first, small, 1));
+    const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    *gbs = std::max(*gbs, bytes / 1e3 / std::max(us, 1e-3));
+  }
+  return loomSuccess;
+}
+
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -200,7 +256,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   };
   // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
-    double stepUs, cacheGBs, memGBs;
+    double stepUs, cacheGBs, memGBs, netStepUs, netGBs;
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
@@ -240,6 +296,8 @@ loomResult_t tuneCostModel(loomComm* comm) {
     copy(b.data(), a.data(), big);
     mine.memGBs = std::max(mine.memGBs, gbs(big, t0, clock::now()));
   }
+  mine.netStepUs = mine.netGBs = 0;
+  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
   // Every rank combines them the same way: rank 0's latency, the median copy speeds (robust to one
   // rank that was descheduled while it measured).
@@ -253,6 +311,11 @@ loomResult_t tuneCostModel(loomComm* comm) {
   m.cacheCopyGBs = median(&Probe::cacheGBs);
   m.memCopyGBs = median(&Probe::memGBs);
   m.probed = true;
+  if (all[0].netGBs > 0) {  // rank 0 timed the network (the job spans hosts)
+    m.netStepUs = all[0].netStepUs;
+    m.netGBs = all[0].netGBs;
+    m.netProbed = true;
+  }
   comm->costModel = m;
   LOOM_INFO(kAlgo, "cost model: %s", m.describe().c_str());
   return loomSuccess;

@@ -215,6 +215,35 @@ TEST(AllReduce, TheRingFollowsThePlannedOrder) {
   unsetenv("LOOM_ALGO");
 }
 
+// Across hosts the cost model charges every algorithm the bytes its busiest connection between hosts
+// carries, at the network's bandwidth: bounds computed by hand from each algorithm's traffic.
+TEST(AllReduce, TheModelChargesTheNetworkAcrossHosts) {
+  CostModel m;
+  m.netGBs = 1.0;  // 1 GB/s: 1 us per KB
+  m.netStepUs = 20;
+  const size_t mb64 = 64u << 20, slot = 256u << 10;
+  const double us64 = static_cast<double>(mb64) * 1e-3;  // 64 MB at 1 GB/s, in us
+  // Broadcast along a chain of 2 hosts moves the whole message over the one link.
+  EXPECT_GE(predictUs(m, Algo::Ring, CollType::Broadcast, mb64, 2, 2, slot), us64);
+  // Ring allreduce: 2(n-1)/n of the message on each link; one-shot: the whole message to each of the 7
+  // other hosts.
+  EXPECT_GE(predictUs(m, Algo::Ring, CollType::AllReduce, mb64, 8, 8, slot), 1.75 * us64);
+  EXPECT_GE(predictUs(m, Algo::OneShot, CollType::AllReduce, mb64, 8, 8, slot), 7 * us64);
+  EXPECT_LT(predictUs(m, Algo::Ring, CollType::AllReduce, mb64, 8, 8, slot),
+            predictUs(m, Algo::OneShot, CollType::AllReduce, mb64, 8, 8, slot));
+  // On one host the network does not count; across hosts every large call is slower on a slower network,
+  // and a small one pays the network's step.
+  for (Algo a : {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::OneShot, Algo::Hier}) {
+    CostModel slow = m;
+    slow.netGBs = 0.5;
+    EXPECT_EQ(predictUs(m, a, CollType::AllReduce, mb64, 4, 1, slot), predictUs(slow, a, CollType::AllReduce, mb64, 4, 1, slot))
+        << algoName(a);
+    EXPECT_GT(predictUs(slow, a, CollType::AllReduce, mb64, 4, 2, slot), predictUs(m, a, CollType::AllReduce, mb64, 4, 2, slot))
+        << algoName(a);
+    EXPECT_GE(predictUs(m, a, CollType::AllReduce, 8, 4, 2, slot), m.netStepUs) << algoName(a);
+  }
+}
+
 TEST(AllReduce, ChannelsOutOfRangeAreAnInitError) {
   setenv("LOOM_NCHANNELS", "17", 1);
   auto outcomes = testing::forkRanks(1, [](int) {

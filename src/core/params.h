@@ -35,7 +35,7 @@ namespace loom {
   X(NSOCKS, Int, "1", "TCP sockets per socket-transport connection (1..16); frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K",                                                                                    \
     "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \
-  X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it yields; -1 = automatic (50, none when ranks > cores or on network queues)") \
+  X(SPIN_US, Int, "-1", "microseconds a waiting rank spins before it yields; -1 = automatic (50, none when ranks > cores or when a thread of this process answers)") \
   X(YIELD_US, Int, "1000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps on a futex") \
   X(SIMD, String, "auto", "reduction kernels: auto, avx2 or generic")                                               \
   X(TOPO_FILE, String, "", "NCCL-format topology XML to load; merged with what is detected, by PCI bus id")         \

@@ -25,7 +25,9 @@ loomResult_t chainReduceGroup(loomComm* comm, const CollArgs& args, const std::v
   const size_t slice = prims.maxElems();
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off), at = off * esize;
-    if (position == 0) LOOM_CHECK(prims.send(in + at, len));
+    // Sent from where it lies: a caller that writes the input afterwards (hier allreduce, in place) does it
+    // with a result that needs this slice to have arrived.
+    if (position == 0) LOOM_CHECK(prims.sendFinal(in + at, len));
     else if (position < n - 1) LOOM_CHECK(prims.recvReduceSend(in + at, len));
     else LOOM_CHECK(prims.recvReduceCopy(in + at, out + at, len, divisor));
   }

@@ -68,10 +68,9 @@ class RingShare {
     size_t off, len;
     if (op == 0) {
       part(r, &off, &len);
-      // Out of place the input is never written; in place this segment is overwritten with its result
-      // later in the call, so it is copied out now.
-      if (in_ != out_) LOOM_CHECK(prims_->sendFinal(in_ + off, len));
-      else LOOM_CHECK(prims_->send(in_ + off, len));
+      // Sent from where it lies even in place: this slice of our input is overwritten only by its result,
+      // which reaches us after the next rank has received (and passed on) what we send now.
+      LOOM_CHECK(prims_->sendFinal(in_ + off, len));
     } else if (op < n - 1) {
       part(r - op, &off, &len);
       LOOM_CHECK(prims_->recvReduceSend(in_ + off, len));

@@ -73,7 +73,9 @@ loomResult_t treeAllReduce(loomComm* comm, const CollArgs& args) {
         const bool last = c + 1 == s.children.size();
         LOOM_CHECK(s.fromChild[c]->recvReduceCopy(c == 0 ? local : acc, acc, len, last && s.parent < 0 ? divisor : 0));
       }
-      if (s.parent >= 0) LOOM_CHECK(s.toParent->send(s.children.empty() ? local : acc, len));
+      // Sent from where it lies: in place (or in `acc`) it is overwritten only by the result, which comes
+      // down after the parent has received this.
+      if (s.parent >= 0) LOOM_CHECK(s.toParent->sendFinal(s.children.empty() ? local : acc, len));
     }
   }
   // Down: the root's result flows back to every rank.

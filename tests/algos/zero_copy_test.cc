@@ -1,5 +1,5 @@
-// Zero copy over the network: a copy collective, a receive or an out-of-place ring reduction over the
-// socket transport moves every byte from the caller's buffer to the socket and from the socket to the
+// Zero copy over the network: a copy collective, a receive or a ring or tree reduction over the socket
+// transport moves every byte from the caller's buffer to the socket and from the socket to the
 // caller's buffer, with no staging copy through a slot (transport.h, stagingCopyBytes).  Over shared
 // memory the pipelined calls go through slots, which shows that the count counts.  Every element of every
 // result is checked too.
@@ -60,6 +60,13 @@ size_t allReduceOnce(int rank, loomComm_t comm, std::string* first) {
   return countWrong(loomFloat32, loomSum, kRanks, kCount, out.data(), first);
 }
 
+size_t allReduceInPlaceOnce(int rank, loomComm_t comm, std::string* first) {
+  std::vector<float> buf(kCount);
+  fillInput(loomFloat32, loomSum, rank, kCount, buf.data());
+  if (loomAllReduce(buf.data(), buf.data(), kCount, loomFloat32, loomSum, comm, nullptr) != loomSuccess) return kCount;
+  return countWrong(loomFloat32, loomSum, kRanks, kCount, buf.data(), first);
+}
+
 size_t reduceScatterOnce(int rank, loomComm_t comm, std::string* first) {
   std::vector<float> in(kCount * kRanks), out(kCount);
   fillInput(loomFloat32, loomSum, rank, kCount * kRanks, in.data());
@@ -86,6 +93,8 @@ const std::vector<Call>& calls() {
       {"allgather (ring)", "ring", allGatherOnce, true},
       {"allgather (flat)", "flat", allGatherOnce, false},
       {"allreduce (ring, out of place)", "ring", allReduceOnce, true},
+      {"allreduce (ring, in place)", "ring", allReduceInPlaceOnce, true},
+      {"allreduce (tree)", "tree", allReduceOnce, true},
       {"reducescatter (ring)", "ring", reduceScatterOnce, true},
       {"send/recv", "", sendRecvOnce, false},
   };

@@ -10,7 +10,11 @@ neighbour).  "choice / best" is the median of the chosen algorithm's forced runs
 median: the automatic run executes exactly that algorithm (the choice is made once per size and cached),
 so this column isolates how good the choice is from the spread.
 
+With --hosts H the ranks run on H hosts made of network namespaces (as perf/report.py makes them; root
+only), --per-host P ranks each: the choice across hosts, with the model's network terms.
+
 Example:  perf/algos.py --build build --np 2 4 8 --repeats 3 -b 8 -e 64M -f 8
+          perf/algos.py --hosts 2 --per-host 1 --repeats 3 -b 8 -e 64M -f 8
 """
 import argparse
 import os
@@ -22,13 +26,16 @@ import sys
 ALGOS = ["ring", "tree", "rhd", "oneshot", "hier"]
 
 
-def run(args, np_, algo):
+def run(args, np_, algo, hosts=None):
     env = dict(os.environ, LOOM_DEBUG="INFO", LOOM_DEBUG_SUBSYS="ALGO")
     if algo != "auto":
         env["LOOM_ALGO"] = algo
-    cmd = ["mpirun", "-np", str(np_), "--oversubscribe"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
+    if hosts is not None:
+        cmd = hosts.mpirun(False)
+    else:
+        cmd = ["mpirun", "-np", str(np_), "--oversubscribe"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
     for var in ("LOOM_DEBUG", "LOOM_DEBUG_SUBSYS", "LOOM_ALGO"):
         if var in env:
             cmd += ["-x", var]
@@ -70,13 +77,29 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--hosts", type=int, help="network-namespace hosts (root only); replaces --np")
+    p.add_argument("--per-host", type=int, default=1, help="ranks per host with --hosts")
     args = p.parse_args()
+    hosts = None
+    if args.hosts:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from report import NamespaceHosts
+        hosts = NamespaceHosts(args.hosts, args.per_host)
+        args.np = [hosts.nranks]
+    try:
+        report_all(args, hosts)
+    finally:
+        if hosts is not None:
+            hosts.close()
+
+
+def report_all(args, hosts):
     for np_ in args.np:
         samples = {a: {} for a in ALGOS + ["auto"]}
         chosen, predicted = {}, {}
         for _ in range(args.repeats):
             for algo in ALGOS + ["auto"]:
-                t, c, pr = run(args, np_, algo)
+                t, c, pr = run(args, np_, algo, hosts)
                 for size, v in t.items():
                     samples[algo].setdefault(size, []).append(v)
                 if algo == "auto":
@@ -87,7 +110,8 @@ def main():
                             predicted.setdefault(size, {}).setdefault(algo, []).append(d[algo])
         med = {a: {s: statistics.median(v) for s, v in d.items()} for a, d in samples.items()}
         sizes = sorted(med["ring"])
-        print(f"\n### allreduce float32 sum, np={np_}: time (us), median of {args.repeats} alternating runs\n")
+        where = f" ({args.hosts} hosts x {args.per_host})" if hosts is not None else ""
+        print(f"\n### allreduce float32 sum, np={np_}{where}: time (us), median of {args.repeats} alternating runs\n")
         print("| size | " + " | ".join(ALGOS) + " | auto (choice) | auto / best | choice / best |")
         print("|---:|" + "---:|" * len(ALGOS) + "---|---:|---:|")
         worst = worstChoice = 0

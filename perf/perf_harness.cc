@@ -334,6 +334,9 @@ struct Runner {
   }
 };
 
+// Seconds per GB of `bytes`; 0 for a size that rounds to no element (JSON has no infinity).
+double perGB(double seconds, size_t bytes) { return bytes > 0 ? seconds / (static_cast<double>(bytes) / 1e9) : 0.0; }
+
 std::string formatTime(double us) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
@@ -512,7 +515,7 @@ int perfMain(int argc, char** argv, const PerfTest& test) {
             records.add(Measurement{typeName(type), test.usesOp ? opName(op) : "none",
                                     isInPlace ? "in-place" : "out-of-place", std::max(sendCount, recvCount) * es, usec,
                                     algbw, busbw, wrong, o.check != 0,
-                                    cpuSec / (static_cast<double>(std::max(sendCount, recvCount) * es) / 1e9)},
+                                    perGB(cpuSec, std::max(sendCount, recvCount) * es)},
                         perIter);
           std::snprintf(buf, sizeof(buf), "  %7s  %6.2f  %6.2f  %6s", formatTime(usec).c_str(), algbw, busbw,
                         o.check ? std::to_string(wrong).c_str() : "N/A");

@@ -60,6 +60,15 @@ def test_json_reports_the_cpu_time_per_gb(tmp_path):
     assert 0 < r["cpu_s_per_gb"] < 100, r
 
 
+def test_json_stays_valid_for_sizes_without_an_element(tmp_path):
+    # 4 bytes of reducescatter on 2 ranks is no float per rank: its CPU per GB must not print as inf.
+    j = tmp_path / "t.json"
+    out = mpirun(2, os.path.join(BUILD, "perf", "reduce_scatter_perf"), "-b", "4", "-e", "64", "-f", "4", "-n", "2",
+                 "-w", "1", "--placement", "out", "--json", str(j))
+    assert out.returncode == 0, out.stderr
+    assert all(r["cpu_s_per_gb"] >= 0 for r in json.load(open(j))["results"])
+
+
 def test_unwritable_json_is_an_error_not_a_crash(tmp_path):
     out = mpirun(2, os.path.join(BUILD, "perf", "all_reduce_perf"), "-b", "8", "-e", "8", "--json",
                  str(tmp_path / "missing" / "t.json"))

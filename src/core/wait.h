@@ -60,11 +60,10 @@ loomResult_t checkWait(const WaitContext& ctx, const Deadline& deadline, std::st
 // Records it (setError), naming ctx.peer as the rank lost unless the communicator was aborted here.
 loomResult_t failWait(const WaitContext& ctx, loomResult_t code, const std::string& message);
 
-// Waits until ready() is true.  `word` is the shared counter whose change makes it true; `sleeping` is
-// the flag this waiter raises before sleeping.
-template <typename Ready>
-loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
-                       const WaitContext& ctx, Producer producer = Producer::kPeer) {
+// Waits until ready() is true, in the three phases above; sleep(ms) is the third phase's sleep, at most
+// `ms` milliseconds, ended early by whatever makes ready() true (a futex wake-up, data on a socket).
+template <typename Ready, typename Sleep>
+loomResult_t waitWith(Ready ready, Sleep sleep, const WaitContext& ctx, Producer producer = Producer::kPeer) {
   if (ready()) return loomSuccess;
   // Most waits end within the spin: they read no clock (the spin's end is fixed at its first check, 64
   // pauses in, and the wait's deadline once the spin is over, so a wait may last one spin longer than
@@ -91,19 +90,28 @@ loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uin
     } while (Deadline::Clock::now() < until);
   }
   for (;;) {
-    sleeping->store(1, std::memory_order_seq_cst);
-    uint32_t seen = word->load(std::memory_order_seq_cst);
-    if (ready()) {
-      sleeping->store(0, std::memory_order_relaxed);
-      return loomSuccess;
-    }
-    futexWait(word, seen, deadline.remainingMs(100));
-    sleeping->store(0, std::memory_order_relaxed);
+    sleep(deadline.remainingMs(100));
     if (ready()) return loomSuccess;
     std::string why;
     loomResult_t code = checkWait(ctx, deadline, &why);
     if (code != loomSuccess) return ready() ? loomSuccess : failWait(ctx, code, why);
   }
+}
+
+// Waits until ready() is true.  `word` is the shared counter whose change makes it true; `sleeping` is
+// the flag this waiter raises before sleeping on it.
+template <typename Ready>
+loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
+                       const WaitContext& ctx, Producer producer = Producer::kPeer) {
+  return waitWith(
+      ready,
+      [&](int ms) {
+        sleeping->store(1, std::memory_order_seq_cst);
+        const uint32_t seen = word->load(std::memory_order_seq_cst);
+        if (!ready()) futexWait(word, seen, ms);
+        sleeping->store(0, std::memory_order_relaxed);
+      },
+      ctx, producer);
 }
 
 // Waiting on several things at once (a group's transfers to many peers), where there is no single word

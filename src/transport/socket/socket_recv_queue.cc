@@ -1,7 +1,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "core/log.h"
@@ -93,37 +92,21 @@ bool SocketRecvQueue::advance() {
   }
 }
 
-// Waits as core/wait.h does (spin, yield, then sleep with the same bounds), but sleeps in poll() on the
+// Waits as core/wait.h does (spin, yield, then sleep with the same bounds), sleeping in poll() on the
 // sockets, so that the data itself wakes the rank.
 template <typename Done>
 loomResult_t SocketRecvQueue::waitFor(Done done, const WaitContext& ctx) {
-  const auto failed = [&] { return netFailure(ctx, req_.peer, "receive from", failure_); };
-  if (!advance()) return failed();
-  if (done()) return loomSuccess;
-  const int spinUs = spinMicroseconds(Producer::kPeer), yieldUs = yieldMicroseconds();
-  if (spinUs + yieldUs > 0) {
-    const auto spinUntil = Deadline::Clock::now() + std::chrono::microseconds(spinUs);
-    const auto yieldUntil = spinUntil + std::chrono::microseconds(yieldUs);
-    for (;;) {
-      const auto now = Deadline::Clock::now();
-      if (now >= yieldUntil) break;
-      if (now >= spinUntil) yieldCore();
-      if (!advance()) return failed();
-      if (done()) return loomSuccess;
-    }
-  }
-  const Deadline deadline = Deadline::afterSeconds(ctx.timeoutSec);
+  bool failed = false;
   std::vector<pollfd> pfds;
-  for (;;) {
-    pfds.clear();
-    io_.pollSet(fds_, false, &pfds);
-    ::poll(pfds.data(), pfds.size(), deadline.remainingMs(100));
-    if (!advance()) return failed();
-    if (done()) return loomSuccess;
-    std::string why;
-    const loomResult_t code = checkWait(ctx, deadline, &why);
-    if (code != loomSuccess) return failWait(ctx, code, why);
-  }
+  LOOM_CHECK(waitWith(
+      [&] { return (failed = !advance()) || done(); },
+      [&](int ms) {
+        pfds.clear();
+        io_.pollSet(fds_, false, &pfds);
+        ::poll(pfds.data(), pfds.size(), ms);
+      },
+      ctx, Producer::kPeer));
+  return failed ? netFailure(ctx, req_.peer, "receive from", failure_) : loomSuccess;
 }
 
 void SocketRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature) const {

@@ -93,16 +93,18 @@ loomResult_t Primitives::receiveInto(void* out, size_t n) {
   return checkReceived(bytes, signature, n);
 }
 
-// Posts the acquired slot with next <- src: from src itself where the transport sends from the caller's
-// memory (src is final), else copied into the slot.
-void Primitives::postFrom(void* slot, const void* src, size_t n) {
-  if (sendQ_->postsFromCaller()) {
-    sendQ_->postFrom(src, n * elemSize_, signature_);
-    return;
-  }
+// Posts the acquired slot with next <- src, copied into it.
+void Primitives::postCopy(void* slot, const void* src, size_t n) {
   copy_(slot, src, n * elemSize_);
   countStagingCopy(n * elemSize_);
   sendQ_->post(n * elemSize_, signature_);
+}
+
+// Posts the acquired slot with next <- src: from src itself where the transport sends from the caller's
+// memory (src is final), else copied into the slot.
+void Primitives::postFrom(void* slot, const void* src, size_t n) {
+  if (sendQ_->postsFromCaller()) sendQ_->postFrom(src, n * elemSize_, signature_);
+  else postCopy(slot, src, n);
 }
 
 loomResult_t Primitives::acquireSend(void** slot) {
@@ -118,9 +120,7 @@ void Primitives::reduceInto(void* dst, const void* a, const void* b, size_t n, i
 loomResult_t Primitives::send(const void* src, size_t n) {
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
-  copy_(slot, src, n * elemSize_);
-  countStagingCopy(n * elemSize_);
-  sendQ_->post(n * elemSize_, signature_);
+  postCopy(slot, src, n);
   return loomSuccess;
 }
 

@@ -66,6 +66,7 @@ class Primitives {
   loomResult_t checkReceived(size_t bytes, uint64_t signature, size_t n);
   loomResult_t receiveInto(void* out, size_t n);
   loomResult_t acquireSend(void** slot);
+  void postCopy(void* slot, const void* src, size_t n);
   void postFrom(void* slot, const void* src, size_t n);
   void reduceInto(void* dst, const void* a, const void* b, size_t n, int divisor) const;
 

@@ -97,8 +97,9 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   const bool net = hosts > 1;
   const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
   const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
+  auto memory = [&](double steps, double stepCost, double work) { return steps * stepCost + work * S * beta * f; };
   auto cost = [&](double steps, double work, double linkBytes = 0) {
-    return steps * stepUs + work * S * beta * f + (net ? linkBytes * S * 1e-3 / m.netGBs : 0.0);
+    return memory(steps, stepUs, work) + (net ? linkBytes * S * 1e-3 / m.netGBs : 0.0);
   };
   // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
   // each of its ranks.
@@ -125,7 +126,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
         case Algo::Hier: {
           // The chains inside a host only overlap their stages across slices: with few slices a slice
           // waits for each rank of the chain in turn (a 256 KB call at 2 ranks: 1.4-2.7x the ring here).
-          const double inHost = 2 * (local - 1) * m.stepUs + 3.0 * (1 + (local - 1) / (2 * slices)) * S * beta * f;
+          const double inHost = memory(2 * (local - 1), m.stepUs, 3.0 * (1 + (local - 1) / (2 * slices)));
           if (!net) return inHost;
           return inHost + 2 * (hosts - 1) * stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
         }

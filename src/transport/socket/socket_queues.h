@@ -26,6 +26,17 @@ namespace loom {
 
 constexpr uint32_t kSocketMagic = 0x4c4f4f53;  // "LOOS": the hello of every socket-transport stream
 
+// What precedes every frame on the stream: its header and room for a small payload.  A payload of up to
+// kInlineBytes rides in it, so that the receiver takes a small message in one read (the header first,
+// then the payload, cost one more system call per message: ~1.5 us of an 8-byte allreduce across
+// hosts); a larger frame leaves the room empty (48 bytes on the wire per frame).
+constexpr size_t kInlineBytes = 48;
+struct SocketFrameHead {
+  FrameHeader header;
+  char inlined[kInlineBytes];
+};
+static_assert(sizeof(SocketFrameHead) == 64, "one cache line per frame head");
+
 class SocketSendQueue : public SendQueue {
  public:
   SocketSendQueue(std::vector<int> fds, RingShape shape, int peer);
@@ -44,7 +55,6 @@ class SocketSendQueue : public SendQueue {
   loomResult_t waitDirectDone(const WaitContext& ctx) override { return flush(ctx); }
   loomResult_t flush(const WaitContext& ctx) override;
   bool needsFlush() const override { return true; }
-  Producer producer() const override { return Producer::kOwnThread; }  // the helper, when it works
 
  private:
   struct Entry {
@@ -57,6 +67,8 @@ class SocketSendQueue : public SendQueue {
   void enqueue(const void* data, size_t bytes, uint64_t signature, bool direct);
   bool pushLocked();
   void askHelp();
+  template <typename Done>
+  loomResult_t drive(Done done, const WaitContext& ctx);
   void helperLoop(uint32_t seen);
   void fail(const std::string& why);
   std::string why();
@@ -113,7 +125,8 @@ class SocketRecvQueue : public RecvQueue {
   std::vector<char> slot_;
   StripedIo io_;
   State state_ = State::kIdle;
-  FrameHeader header_{};  // bytes without the direct flag, once the header is whole
+  SocketFrameHead head_{};  // its header's bytes without the direct flag, once the head is whole
+  bool inlined_ = false;    // the payload is head_.inlined
   void* into_ = nullptr;  // receiveInto's destination while it waits
   size_t intoCapacity_ = 0;
   bool inCaller_ = false;  // the frame's payload goes (went) to into_, not the slot

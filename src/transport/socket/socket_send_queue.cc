@@ -60,8 +60,17 @@ bool SocketSendQueue::pushLocked() {
       const Entry& e = entries_[w % entries_.size()];
       header_ = FrameHeader{e.bytes | (e.direct ? kDirectFrame : 0), e.signature};
       io_.clear();
-      io_.add(0, &header_, sizeof header_);  // header and payload in one system call
-      io_.addStriped(const_cast<void*>(e.data), e.bytes);
+      // Header and payload in one system call; a small payload in the frame head's room (SocketFrameHead),
+      // a large one after it (the room left as it is: the receiver ignores it).
+      io_.add(0, &header_, sizeof header_);
+      static char room[kInlineBytes];
+      if (!e.direct && e.bytes <= kInlineBytes) {
+        io_.add(0, const_cast<void*>(e.data), e.bytes);
+        io_.add(0, room, kInlineBytes - e.bytes);
+      } else {
+        io_.add(0, room, kInlineBytes);
+        io_.addStriped(const_cast<void*>(e.data), e.bytes);
+      }
       loaded_ = true;
     }
     std::string reason;
@@ -127,8 +136,7 @@ void SocketSendQueue::enqueue(const void* data, size_t bytes, uint64_t signature
 }
 
 loomResult_t SocketSendQueue::acquire(void** slot, const WaitContext& ctx) {
-  LOOM_CHECK(waitUntil([&] { return hasFree() || failed_.load(); }, &written_, &rankSleeping_, ctx, producer()));
-  if (!hasFree()) return netFailure(ctx, peer_, "send to", why());
+  LOOM_CHECK(drive([&] { return hasFree(); }, ctx));
   *slot = slots_[posted_ % slots_.size()].data();
   return loomSuccess;
 }
@@ -154,9 +162,40 @@ void SocketSendQueue::postDirect(const void* src, size_t bytes, uint64_t signatu
 bool SocketSendQueue::directDone() { return written_.load() == posted_ || failed_.load(); }
 
 loomResult_t SocketSendQueue::flush(const WaitContext& ctx) {
-  LOOM_CHECK(waitUntil([&] { return written_.load() == posted_ || failed_.load(); }, &written_, &rankSleeping_, ctx,
-                       producer()));
-  if (written_.load() != posted_) return netFailure(ctx, peer_, "send to", why());
+  return drive([&] { return written_.load() == posted_; }, ctx);
+}
+
+// A rank waiting on its own frames moves them itself, sleeping in poll() until the sockets take more,
+// instead of handing them to the helper and sleeping until it reports (a thread hand-over costs tens of
+// microseconds here).  The helper may be moving them at the same time: whoever holds the wire writes.
+template <typename Done>
+loomResult_t SocketSendQueue::drive(Done done, const WaitContext& ctx) {
+  std::vector<pollfd> pfds;
+  auto push = [&](bool collectPoll) {
+    if (!wireMutex_.try_lock()) return;
+    if (pushLocked() && collectPoll) io_.pollSet(fds_, true, &pfds);
+    wireMutex_.unlock();
+  };
+  LOOM_CHECK(waitWith(
+      [&] {
+        if (done() || failed_.load()) return true;
+        push(false);
+        return done() || failed_.load();
+      },
+      [&](int ms) {
+        pfds.clear();
+        rankSleeping_.store(1);
+        const uint32_t seen = written_.load();
+        push(true);
+        if (!done() && !failed_.load()) {
+          // Nothing of ours to poll: the helper holds the wire, so sleep until it reports.
+          if (pfds.empty()) futexWait(&written_, seen, ms);
+          else ::poll(pfds.data(), pfds.size(), ms);
+        }
+        rankSleeping_.store(0);
+      },
+      ctx, Producer::kPeer));
+  if (!done()) return netFailure(ctx, peer_, "send to", why());
   return loomSuccess;
 }
 

@@ -21,7 +21,7 @@ loomResult_t chainBroadcastGroup(loomComm* comm, const CollArgs& args, const std
   for (size_t off = 0; off < args.count; off += slice) {
     const size_t len = std::min(slice, args.count - off);
     char* piece = out + off * esize;
-    if (position == 0) LOOM_CHECK(prims.sendFinal(piece, len));  // the root's buffer stays as it is
+    if (position == 0) LOOM_CHECK(prims.sendFinal(piece, len, Landing::kCaller));  // the root's buffer stays as it is
     else if (position < n - 1) LOOM_CHECK(prims.recvCopySend(piece, len));
     else LOOM_CHECK(prims.recv(piece, len));
   }

@@ -27,7 +27,7 @@ loomResult_t chainReduceGroup(loomComm* comm, const CollArgs& args, const std::v
     const size_t len = std::min(slice, args.count - off), at = off * esize;
     // Sent from where it lies: a caller that writes the input afterwards (hier allreduce, in place) does it
     // with a result that needs this slice to have arrived.
-    if (position == 0) LOOM_CHECK(prims.sendFinal(in + at, len));
+    if (position == 0) LOOM_CHECK(prims.sendFinal(in + at, len, Landing::kSlot));
     else if (position < n - 1) LOOM_CHECK(prims.recvReduceSend(in + at, len));
     else LOOM_CHECK(prims.recvReduceCopy(in + at, out + at, len, divisor));
   }

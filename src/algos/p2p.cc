@@ -109,9 +109,13 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       }
       while (!p.device && p.done < p.t->bytes && q->tryAcquire(&slot)) {
         size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
-        copy(slot, p.t->buffer + p.done, n);
-        countStagingCopy(n);
-        q->post(n, p.t->signature);
+        if (q->postsFromCaller()) {  // the buffer is the caller's until the call ends: sent from there
+          q->postFrom(p.t->buffer + p.done, n, p.t->signature, Landing::kCaller);
+        } else {
+          copy(slot, p.t->buffer + p.done, n);
+          countStagingCopy(n);
+          q->post(n, p.t->signature);
+        }
         LOOM_TRACE(kTransport, "%s: rank %d -> %d: %zu bytes of %s", what, comm->rank, it->first, n,
                    describeCall(p.t->signature).c_str());
         p.done += n;
@@ -134,13 +138,17 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       const void* data;
       size_t n;
       uint64_t signature;
-      while (p.done < p.t->bytes && q->tryWait(&data, &n, &signature)) {
+      for (;;) {
+        if (p.done == p.t->bytes) break;
+        if (!p.device) q->expectInto(p.t->buffer + p.done, p.t->bytes - p.done);
+        if (!q->tryWait(&data, &n, &signature)) break;
         if (signature != p.t->signature || n > p.t->bytes - p.done)
           return setError(loomInvalidUsage, "mismatched calls: rank %d is in %s but %s sent data of %s", comm->rank,
                           describeCall(p.t->signature).c_str(), comm->describe(it->first).c_str(),
                           describeCall(signature).c_str());
         if (q->isDirect()) LOOM_CHECK(q->readDirect(p.t->buffer + p.done, ctx));
-        else if (p.device) LOOM_CHECK(deviceCopy(comm, dev, p.t->buffer + p.done, data, n, what));
+        else if (q->landedInCaller()) {  // zero copy: nothing left to move
+        } else if (p.device) LOOM_CHECK(deviceCopy(comm, dev, p.t->buffer + p.done, data, n, what));
         else {
           (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
           countStagingCopy(n);

@@ -102,8 +102,8 @@ void Primitives::postCopy(void* slot, const void* src, size_t n) {
 
 // Posts the acquired slot with next <- src: from src itself where the transport sends from the caller's
 // memory (src is final), else copied into the slot.
-void Primitives::postFrom(void* slot, const void* src, size_t n) {
-  if (sendQ_->postsFromCaller()) sendQ_->postFrom(src, n * elemSize_, signature_);
+void Primitives::postFrom(void* slot, const void* src, size_t n, Landing landing) {
+  if (sendQ_->postsFromCaller()) sendQ_->postFrom(src, n * elemSize_, signature_, landing);
   else postCopy(slot, src, n);
 }
 
@@ -124,10 +124,10 @@ loomResult_t Primitives::send(const void* src, size_t n) {
   return loomSuccess;
 }
 
-loomResult_t Primitives::sendFinal(const void* src, size_t n) {
+loomResult_t Primitives::sendFinal(const void* src, size_t n, Landing landing) {
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
-  postFrom(slot, src, n);
+  postFrom(slot, src, n, landing);
   return loomSuccess;
 }
 
@@ -146,7 +146,8 @@ loomResult_t Primitives::recvReduceCopySend(const void* local, void* out, size_t
   void* slot;
   LOOM_CHECK(acquireSend(&slot));
   LOOM_CHECK(recvReduceCopy(local, out, n, divisor));
-  postFrom(slot, out, n);  // `out` is still in cache
+  // `out` is still in cache.  Ring allreduce is the one user: its next step copies (recvCopySend).
+  postFrom(slot, out, n, Landing::kCaller);
   return loomSuccess;
 }
 
@@ -163,7 +164,7 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   LOOM_CHECK(acquireSend(&slot));
   if (recvQ_->receivesIntoCaller() || sendQ_->postsFromCaller()) {
     LOOM_CHECK(receiveInto(out, n));
-    postFrom(slot, out, n);
+    postFrom(slot, out, n, Landing::kCaller);  // next copies it on, or out
     return loomSuccess;
   }
   const void* in;

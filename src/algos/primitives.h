@@ -46,8 +46,9 @@ class Primitives {
   // next <- src.  src may change once send() returns: the data is copied into a slot.
   loomResult_t send(const void* src, size_t n);
   // next <- src, where src keeps its value until the call ends: a transport that sends from the
-  // caller's memory takes it from there (zero copy).
-  loomResult_t sendFinal(const void* src, size_t n);
+  // caller's memory takes it from there (zero copy).  `landing`: whether next copies it out (recv,
+  // recvCopySend: Landing::kCaller) or reduces it (the recvReduce steps: Landing::kSlot).
+  loomResult_t sendFinal(const void* src, size_t n, Landing landing);
   // next <- prev op local
   loomResult_t recvReduceSend(const void* local, size_t n);
   // out <- prev op local (divided by `divisor` when it is > 0: the end of loomAvg); next <- out.  `out` is
@@ -67,7 +68,7 @@ class Primitives {
   loomResult_t receiveInto(void* out, size_t n);
   loomResult_t acquireSend(void** slot);
   void postCopy(void* slot, const void* src, size_t n);
-  void postFrom(void* slot, const void* src, size_t n);
+  void postFrom(void* slot, const void* src, size_t n, Landing landing);
   void reduceInto(void* dst, const void* a, const void* b, size_t n, int divisor) const;
 
   loomComm* comm_;

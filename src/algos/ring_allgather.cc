@@ -25,7 +25,7 @@ class AllGatherShare : public RingWalk {
   loomResult_t step() {
     const size_t len = sliceElems();
     char* piece = static_cast<char*>(args_.recvbuff) + blockAt(i_ - hop_) + sliceAt();
-    if (hop_ == 0) LOOM_CHECK(prims_->sendFinal(piece, len));  // our own block, final
+    if (hop_ == 0) LOOM_CHECK(prims_->sendFinal(piece, len, Landing::kCaller));  // our own block, final
     else if (hop_ < n_ - 1) LOOM_CHECK(prims_->recvCopySend(piece, len));
     else LOOM_CHECK(prims_->recv(piece, len));
     advance();

@@ -70,7 +70,7 @@ class RingShare {
       part(r, &off, &len);
       // Sent from where it lies even in place: this slice of our input is overwritten only by its result,
       // which reaches us after the next rank has received (and passed on) what we send now.
-      LOOM_CHECK(prims_->sendFinal(in_ + off, len));
+      LOOM_CHECK(prims_->sendFinal(in_ + off, len, Landing::kSlot));
     } else if (op < n - 1) {
       part(r - op, &off, &len);
       LOOM_CHECK(prims_->recvReduceSend(in_ + off, len));

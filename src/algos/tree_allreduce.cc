@@ -75,7 +75,7 @@ loomResult_t treeAllReduce(loomComm* comm, const CollArgs& args) {
       }
       // Sent from where it lies: in place (or in `acc`) it is overwritten only by the result, which comes
       // down after the parent has received this.
-      if (s.parent >= 0) LOOM_CHECK(s.toParent->sendFinal(s.children.empty() ? local : acc, len));
+      if (s.parent >= 0) LOOM_CHECK(s.toParent->sendFinal(s.children.empty() ? local : acc, len, Landing::kSlot));
     }
   }
   // Down: the root's result flows back to every rank.
@@ -85,7 +85,7 @@ loomResult_t treeAllReduce(loomComm* comm, const CollArgs& args) {
       if (len == 0) continue;
       char* acc = out + lo * esize;
       if (s.parent >= 0) LOOM_CHECK(s.fromParent->recv(acc, len));
-      for (auto& down : s.toChild) LOOM_CHECK(down->sendFinal(acc, len));  // the result: final
+      for (auto& down : s.toChild) LOOM_CHECK(down->sendFinal(acc, len, Landing::kCaller));  // the result: final
     }
   }
   return loomSuccess;

@@ -30,6 +30,12 @@ struct PeerInfo {
   int32_t reserved;
 };
 
+// Where the receiver takes a message the sender posted from its caller's memory: straight into its own
+// caller's buffer (receiveInto: a copy collective, a receive) or where it lies in the slot (wait(): it
+// reduces it).  A transport whose receiving thread reads ahead leaves the former in the wire until the
+// receiver names its destination, so that the payload lands there and nowhere else.
+enum class Landing { kCaller, kSlot };
+
 class SendQueue {
  public:
   virtual ~SendQueue() = default;
@@ -44,9 +50,10 @@ class SendQueue {
 
   // Zero copy, where the transport offers it: after acquire(), instead of filling the slot and post(),
   // the message is the `bytes` (at most slotBytes()) at src, sent from where they lie.  The queue may read
-  // src until flush() returns: the caller must not change it before the end of its call.
+  // src until flush() returns: the caller must not change it before the end of its call.  `landing` says
+  // how the receiver takes it (the algorithm knows: both ends run the same step).
   virtual bool postsFromCaller() const { return false; }
-  virtual void postFrom(const void* src, size_t bytes, uint64_t signature) {}
+  virtual void postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) {}
 
   // Single copy, where the transport offers it: instead of data, the acquired slot carries where `bytes`
   // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
@@ -91,6 +98,12 @@ class RecvQueue {
                                    const WaitContext& ctx) {
     return loomInternalError;
   }
+
+  // The same without blocking, for callers that poll many queues (tryWait's zero-copy twin): names dst
+  // as where the next message should land, and says whether it has (the queue may also deliver it to a
+  // slot, when it arrived first: tryWait then returns it with landedInCaller() false).
+  virtual void expectInto(void* dst, size_t capacity) {}
+  virtual bool landedInCaller() const { return false; }
 
   // True once the sending end went away (see SendQueue::peerClosed).
   virtual bool peerClosed() const { return false; }

@@ -18,6 +18,17 @@ struct StagedRing {
   std::vector<size_t> bytes;
   std::vector<uint64_t> signatures;
   std::vector<char> direct;  // per slot: it holds a DirectRef
+  // Sending side, per slot: the caller's memory the frame is sent from (postFrom; null: the slot) and
+  // whether it lands in the receiver's caller buffer.  Receiving side: whether the payload went
+  // straight to the buffer the rank named (receiveInto) instead of the slot.
+  std::vector<const void*> source;
+  std::vector<char> inCaller;
+  // Receiving side: the rank is ready for frame number intoAsked (counted from 1), to be received into
+  // intoDst (intoCapacity bytes; null: its slot).  intoBusy: the I/O thread is writing into intoDst.
+  void* intoDst = nullptr;
+  size_t intoCapacity = 0;
+  std::atomic<uint32_t> intoAsked{0};
+  std::atomic<bool> intoBusy{false};
   // Receiving side: the rank asks the I/O thread to read a direct frame (readsAsked), and waits until
   // it has (readsServed).
   DirectRef readRef{};
@@ -31,7 +42,8 @@ struct StagedRing {
   std::string error;
 
   StagedRing(size_t n, size_t slotSize, const std::function<void*(size_t)>& provided)
-      : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0), direct(n, 0) {
+      : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0), direct(n, 0), source(n, nullptr),
+        inCaller(n, 0) {
     for (size_t i = 0; i < n; ++i) {
       slots[i] = provided(i);
       if (slots[i] == nullptr) {
@@ -148,6 +160,19 @@ void StagedSendQueue::post(size_t bytes, uint64_t signature) {
   r.bytes[i] = bytes;
   r.signatures[i] = signature;
   r.direct[i] = 0;
+  r.source[i] = nullptr;
+  r.inCaller[i] = 0;
+  publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+}
+
+void StagedSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) {
+  StagedRing& r = *ring_;
+  const size_t i = posted_ % r.size();
+  r.bytes[i] = bytes;
+  r.signatures[i] = signature;
+  r.direct[i] = 0;
+  r.source[i] = src;
+  r.inCaller[i] = landing == Landing::kCaller;
   publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
 }
 
@@ -164,6 +189,8 @@ void StagedSendQueue::postDirect(const void* src, size_t bytes, uint64_t signatu
   r.bytes[i] = sizeof ref;
   r.signatures[i] = signature;
   r.direct[i] = 1;
+  r.source[i] = nullptr;
+  r.inCaller[i] = 0;
   publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
 }
 
@@ -204,7 +231,8 @@ void StagedSendQueue::run() {
     frames.clear();
     for (uint32_t k = 0; k < batch; ++k) {
       const size_t i = (sent + k) % r.size();
-      frames.push_back(Frame{r.slots[i], r.bytes[i], r.signatures[i], i, r.direct[i] != 0});
+      void* data = r.source[i] != nullptr ? const_cast<void*>(r.source[i]) : r.slots[i];
+      frames.push_back(Frame{data, r.bytes[i], r.signatures[i], i, r.direct[i] != 0, r.inCaller[i] != 0});
     }
     if (!wire_->send(frames.data(), frames.size(), r.stop, &why)) {
       if (!r.stop.load()) r.fail("connection lost: " + why);
@@ -269,6 +297,8 @@ void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature
   }
 }
 
+bool StagedRecvQueue::landedInCaller() const { return ring_->inCaller[released_ % ring_->size()] != 0; }
+
 bool StagedRecvQueue::isDirect() const { return ring_->direct[released_ % ring_->size()] != 0; }
 
 loomResult_t StagedRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
@@ -293,8 +323,51 @@ bool StagedRecvQueue::serveRead(const std::function<void()>& grantFreed, std::st
   return true;
 }
 
+// The rank is ready for its next frame, into dst (null: the slot).  A frame the sender marked as
+// landing in the caller's buffer waits in the wire for this.
+void StagedRecvQueue::askFor(void* dst, size_t capacity) {
+  StagedRing& r = *ring_;
+  if (!wire_->readsHeaderFirst() || r.intoAsked.load(std::memory_order_relaxed) == released_ + 1) return;  // asked already
+  r.intoDst = dst;
+  r.intoCapacity = capacity;
+  r.intoAsked.store(released_ + 1);
+  publishAndWake(&r.consumed, r.consumed.load(), &r.threadSleeping);  // the I/O thread may sleep on it
+}
+
+loomResult_t StagedRecvQueue::receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
+                                          const WaitContext& ctx) {
+  StagedRing& r = *ring_;
+  askFor(dst, capacity);
+  loomResult_t res =
+      waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx, producer());
+  if (res == loomSuccess && !ready()) res = netFailure(ctx, peer_, "receive from", r.why());
+  if (res != loomSuccess) {
+    // The I/O thread may be writing into dst: stop it before the caller gets its buffer back.
+    r.fail("a receive was interrupted");
+    r.stop.store(true);
+    wire_->shutdown();
+    const Deadline by = Deadline::afterSeconds(5);
+    while (r.intoBusy.load() && !by.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return res;
+  }
+  const void* data;
+  take(&data, bytes, signature);
+  const size_t i = released_ % r.size();
+  if (*bytes <= capacity) {
+    if (r.direct[i]) {
+      LOOM_CHECK(readDirect(dst, ctx));
+    } else if (!r.inCaller[i]) {  // it arrived before this call asked for it
+      std::memcpy(dst, data, *bytes);
+      countStagingCopy(*bytes);
+    }
+  }
+  release();
+  return loomSuccess;
+}
+
 loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
   StagedRing& r = *ring_;
+  askFor(nullptr, 0);
   LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx, producer()));
   if (!ready())
     return netFailure(ctx, peer_, "receive from", r.why());
@@ -303,6 +376,7 @@ loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* s
 }
 
 bool StagedRecvQueue::tryWait(const void** data, size_t* bytes, uint64_t* signature) {
+  askFor(nullptr, 0);  // unless expectInto() named a buffer for this frame
   if (!ready()) return false;
   take(data, bytes, signature);
   return true;
@@ -339,7 +413,7 @@ void StagedRecvQueue::run() {
     const size_t i = filled % r.size();
     size_t bytes = 0;
     uint64_t signature = 0;
-    if (!wire_->receive(i, r.slots[i], r.slotBytes, &bytes, &signature, between, r.stop, &why)) {
+    if (!receiveFrame(i, filled + 1, between, &bytes, &signature, &why)) {
       if (!r.stop.load()) r.fail(why);
       return;
     }
@@ -347,7 +421,7 @@ void StagedRecvQueue::run() {
     bytes &= ~kDirectFrame;
     const bool malformed = direct && bytes != sizeof(DirectRef);
     if (malformed) why = "the peer sent a malformed direct frame";
-    if (malformed || !frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why)) {
+    if (malformed || (!r.inCaller[i] && !frameFits(FrameHeader{bytes, signature}, r.slotBytes, &why))) {
       r.fail(why);
       return;
     }
@@ -356,6 +430,41 @@ void StagedRecvQueue::run() {
     r.signatures[i] = signature;
     publishAndWake(&r.produced, ++filled, &r.rankSleeping);
   }
+}
+
+// Receives frame `number` (counted from 1) into slot i, or its payload straight into the buffer the
+// rank named, when the sender marked it so and the wire reads headers first.
+bool StagedRecvQueue::receiveFrame(size_t i, uint32_t number, const std::function<void()>& between, size_t* bytes,
+                                   uint64_t* signature, std::string* why) {
+  StagedRing& r = *ring_;
+  r.inCaller[i] = 0;
+  if (!wire_->readsHeaderFirst()) return wire_->receive(i, r.slots[i], r.slotBytes, bytes, signature, between, r.stop, why);
+  FrameHeader h{};
+  if (!wire_->receiveHeader(&h, r.stop, why)) return false;
+  const uint64_t size = h.bytes & ~(kDirectFrame | kLandsInCallerFrame);
+  void* dst = r.slots[i];
+  if ((h.bytes & kLandsInCallerFrame) != 0 && (h.bytes & kDirectFrame) == 0) {
+    // Wait for the rank to name its buffer (serving its direct reads meanwhile: they come first).
+    for (;;) {
+      if (!r.threadWait(&r.consumed, [&] {
+            return r.intoAsked.load() == number || r.readsAsked.load() != r.readsServed.load();
+          }))
+        return *why = "stopped", false;
+      between();
+      if (r.intoAsked.load() == number || r.failed.load()) break;
+    }
+    if (r.intoDst != nullptr && size <= r.intoCapacity) {
+      dst = r.intoDst;
+      r.inCaller[i] = 1;
+    }
+  }
+  if (!r.inCaller[i] && !frameFits(FrameHeader{size, h.signature}, r.slotBytes, why)) return false;
+  r.intoBusy.store(r.inCaller[i] != 0);
+  const bool ok = wire_->receivePayload(dst, size, r.stop, why);
+  r.intoBusy.store(false);
+  *bytes = h.bytes & ~kLandsInCallerFrame;  // the direct flag stays for run() to see
+  *signature = h.signature;
+  return ok;
 }
 
 }  // namespace loom

@@ -28,6 +28,7 @@ struct Frame {
   uint64_t signature;
   size_t slot;  // index of the slot in the sender's ring
   bool direct = false;  // the payload is a DirectRef (see below)
+  bool landsInCaller = false;  // posted from the caller's memory with Landing::kCaller (transport.h)
 };
 
 // What every wire sends ahead of a frame's payload (or, for ib, writes at the start of the slot).
@@ -36,6 +37,9 @@ struct FrameHeader {
   uint64_t signature;
 };
 constexpr uint64_t kDirectFrame = uint64_t{1} << 63;
+// Set: the receiver copies the payload into its caller's buffer (Landing::kCaller), so a wire that
+// reads headers first leaves the payload in the wire until the receiver names that buffer.
+constexpr uint64_t kLandsInCallerFrame = uint64_t{1} << 62;
 
 // A direct post on a wire that offers them (rendezvous): instead of the bytes, the frame carries where
 // they lie in the sender's registered memory, and the receiver reads them from there into its buffer
@@ -64,6 +68,9 @@ class SendWire {
   virtual ~SendWire() = default;
   // Memory for slot i of the sender's ring (registered memory, for RDMA); null: the queue allocates it.
   virtual void* slotMemory(size_t index) { return nullptr; }
+  // Whether a frame's data may lie anywhere in this process (Frame::data outside the slots: zero copy,
+  // SendQueue::postFrom), and not only in slotMemory.
+  virtual bool sendsFromCaller() const { return false; }
   // Sends frames[0..n) in order.  Returning true means the slots may be reused.
   virtual bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) = 0;
   // Called when everything posted was sent: returns once it has left this process, so that it survives
@@ -99,6 +106,14 @@ class RecvWire {
   virtual bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
                        const std::function<void()>& grantFreed, const std::atomic<bool>& stop,
                        std::string* why) = 0;
+  // A wire that reads a frame's header before its payload (a stream) lets the queue choose where the
+  // payload goes: receiveHeader(), then receivePayload() into the slot or straight into the rank's
+  // buffer (zero copy, RecvQueue::receiveInto).  receive() is then not called.
+  virtual bool readsHeaderFirst() const { return false; }
+  virtual bool receiveHeader(FrameHeader* h, const std::atomic<bool>& stop, std::string* why) { return false; }
+  virtual bool receivePayload(void* dst, size_t bytes, const std::atomic<bool>& stop, std::string* why) {
+    return false;
+  }
   virtual void shutdown() {}
   // Whether direct frames can be read into these bytes of device memory (registering them); on the
   // rank's thread.
@@ -129,6 +144,8 @@ class StagedSendQueue : public SendQueue {
   void post(size_t bytes, uint64_t signature) override;
   bool needsFlush() const override { return true; }
   Producer producer() const override { return Producer::kOwnThread; }
+  bool postsFromCaller() const override { return wire_->sendsFromCaller(); }
+  void postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) override;
   loomResult_t flush(const WaitContext& ctx) override;
   bool canPostDirectFrom(const void* device, size_t bytes) override { return wire_->offersDevice(device, bytes); }
   void postDirect(const void* src, size_t bytes, uint64_t signature) override;
@@ -159,9 +176,17 @@ class StagedRecvQueue : public RecvQueue {
   bool isDirect() const override;
   loomResult_t readDirect(void* dst, const WaitContext& ctx) override;
   bool canReadDirectInto(void* device, size_t bytes) override { return wire_->acceptsDevice(device, bytes); }
+  bool receivesIntoCaller() const override { return wire_->readsHeaderFirst(); }
+  loomResult_t receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
+                           const WaitContext& ctx) override;
+  void expectInto(void* dst, size_t capacity) override { askFor(dst, capacity); }
+  bool landedInCaller() const override;
 
  private:
   bool ready() const;
+  void askFor(void* dst, size_t capacity);
+  bool receiveFrame(size_t i, uint32_t number, const std::function<void()>& between, size_t* bytes,
+                    uint64_t* signature, std::string* why);
   void take(const void** data, size_t* bytes, uint64_t* signature);
   void run();
   bool serveRead(const std::function<void()>& grantFreed, std::string* why);

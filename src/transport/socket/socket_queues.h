@@ -46,7 +46,8 @@ class SocketSendQueue : public SendQueue {
   bool tryAcquire(void** slot) override;
   void post(size_t bytes, uint64_t signature) override;
   bool postsFromCaller() const override { return true; }
-  void postFrom(const void* src, size_t bytes, uint64_t signature) override;
+  // The sockets deliver in order to a receiver that reads them itself: `landing` changes nothing here.
+  void postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) override;
   // A direct post is one frame of any size sent from the caller's buffer; the receiver reads it into
   // its destination with readDirect.
   bool canPostDirect() const override { return true; }

@@ -151,7 +151,7 @@ void SocketSendQueue::post(size_t bytes, uint64_t signature) {
   enqueue(slots_[posted_ % slots_.size()].data(), bytes, signature, false);
 }
 
-void SocketSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature) {
+void SocketSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing) {
   enqueue(src, bytes, signature, false);
 }
 

@@ -247,12 +247,16 @@ class UcxSendWire : public SendWire {
       iov_.push_back(ucp_dt_iov_t{&hello_, sizeof hello_});
     }
     for (size_t k = 0; k < n; ++k) {
-      headers_[k] = FrameHeader{frames[k].bytes, frames[k].signature};
+      headers_[k] = FrameHeader{frames[k].bytes | (frames[k].landsInCaller ? kLandsInCallerFrame : 0),
+                                frames[k].signature};
       iov_.push_back(ucp_dt_iov_t{&headers_[k], sizeof(FrameHeader)});
       if (frames[k].bytes > 0) iov_.push_back(ucp_dt_iov_t{frames[k].data, frames[k].bytes});
     }
     return worker_->sendIov(iov_.data(), iov_.size(), stop, why);
   }
+  // A frame's bytes go from wherever they lie (UCX reads them; the send completes once it no longer
+  // needs them): the caller's buffer, with no copy into the slot.
+  bool sendsFromCaller() const override { return true; }
   // A stream send completes once UCX holds the data, which may still be in this process.
   bool drain(const std::atomic<bool>& stop, std::string* why) override { return worker_->flush(stop, why); }
   void shutdown() override { worker_->wake(); }
@@ -301,11 +305,15 @@ class UcxRecvWire : public RecvWire {
       worker_->closeEndpoint();
     }
   }
-  bool receive(size_t index, void* slot, size_t capacity, size_t* bytes, uint64_t* signature,
-               const std::function<void()>& grantFreed, const std::atomic<bool>& stop, std::string* why) override {
-    FrameHeader h{};
-    if (!worker_->recvAll(&h, sizeof h, stop, why)) return false;
-    if (h.bytes == kGoodbye) {
+  // The stream gives the header first: the queue then picks where the payload goes.
+  bool readsHeaderFirst() const override { return true; }
+  bool receive(size_t, void*, size_t, size_t*, uint64_t*, const std::function<void()>&, const std::atomic<bool>&,
+               std::string* why) override {
+    return *why = "ucx: frames are received header first", false;
+  }
+  bool receiveHeader(FrameHeader* h, const std::atomic<bool>& stop, std::string* why) override {
+    if (!worker_->recvAll(h, sizeof *h, stop, why)) return false;
+    if (h->bytes == kGoodbye) {
       // Everything before it was read: answer, so that the sender may close, and end like a closed socket.
       const char answer = 1;
       ucp_dt_iov_t iov{const_cast<char*>(&answer), 1};
@@ -313,11 +321,10 @@ class UcxRecvWire : public RecvWire {
       if (worker_->sendIov(&iov, 1, stop, &ignored)) worker_->flush(stop, &ignored);
       return *why = "the peer closed the connection", false;
     }
-    if (!frameFits(h, capacity, why)) return false;
-    if (!worker_->recvAll(slot, h.bytes, stop, why)) return false;
-    *bytes = h.bytes;
-    *signature = h.signature;
     return true;
+  }
+  bool receivePayload(void* dst, size_t bytes, const std::atomic<bool>& stop, std::string* why) override {
+    return worker_->recvAll(dst, bytes, stop, why);
   }
   void shutdown() override { worker_->wake(); }
 

@@ -92,6 +92,9 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       producer = Producer::kOwnThread;
   }
   Backoff backoff(ctx, producer);
+  // Peers sent to straight from a transfer's buffer: a buffer is the caller's again once runTransfers
+  // returns (alltoall in place reuses its staging block at the next step), so these are flushed first.
+  std::vector<int> postedFrom;
 
   while (!out.empty() || !in.empty()) {
     bool moved = false;
@@ -109,8 +112,10 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       }
       while (!p.device && p.done < p.t->bytes && q->tryAcquire(&slot)) {
         size_t n = std::min(q->slotBytes(), p.t->bytes - p.done);
-        if (q->postsFromCaller()) {  // the buffer is the caller's until the call ends: sent from there
+        if (q->postsFromCaller()) {  // sent from the buffer itself: flushed before the transfers end
           q->postFrom(p.t->buffer + p.done, n, p.t->signature, Landing::kCaller);
+          if (std::find(postedFrom.begin(), postedFrom.end(), it->first) == postedFrom.end())
+            postedFrom.push_back(it->first);
         } else {
           copy(slot, p.t->buffer + p.done, n);
           countStagingCopy(n);
@@ -183,6 +188,10 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       ctx.peer = !in.empty() ? in.begin()->first : out.begin()->first;
       LOOM_CHECK(backoff.idle());
     }
+  }
+  for (int peer : postedFrom) {
+    ctx.peer = peer;
+    LOOM_CHECK(comm->connection(peer, 0).send->flush(ctx));
   }
   return loomSuccess;
 }

@@ -29,6 +29,7 @@ struct StagedRing {
   size_t intoCapacity = 0;
   std::atomic<uint32_t> intoAsked{0};
   std::atomic<bool> intoBusy{false};
+  std::atomic<uint32_t> threadAwaits{0};  // the I/O thread waits in RecvWire::awaitRank
   // Receiving side: the rank asks the I/O thread to read a direct frame (readsAsked), and waits until
   // it has (readsServed).
   DirectRef readRef{};
@@ -332,6 +333,7 @@ void StagedRecvQueue::askFor(void* dst, size_t capacity) {
   r.intoCapacity = capacity;
   r.intoAsked.store(released_ + 1);
   publishAndWake(&r.consumed, r.consumed.load(), &r.threadSleeping);  // the I/O thread may sleep on it
+  if (r.threadAwaits.load() != 0) wire_->interrupt();                 // or wait in the wire
 }
 
 loomResult_t StagedRecvQueue::receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
@@ -444,14 +446,15 @@ bool StagedRecvQueue::receiveFrame(size_t i, uint32_t number, const std::functio
   const uint64_t size = h.bytes & ~(kDirectFrame | kLandsInCallerFrame);
   void* dst = r.slots[i];
   if ((h.bytes & kLandsInCallerFrame) != 0 && (h.bytes & kDirectFrame) == 0) {
-    // Wait for the rank to name its buffer (serving its direct reads meanwhile: they come first).
+    // Wait for the rank to name its buffer, keeping the wire moving (serving the rank's direct reads
+    // meanwhile: they come first).
     for (;;) {
-      if (!r.threadWait(&r.consumed, [&] {
-            return r.intoAsked.load() == number || r.readsAsked.load() != r.readsServed.load();
-          }))
-        return *why = "stopped", false;
       between();
       if (r.intoAsked.load() == number || r.failed.load()) break;
+      if (r.stop.load()) return *why = "stopped", false;
+      r.threadAwaits.store(1);
+      if (r.intoAsked.load() != number && r.readsAsked.load() == r.readsServed.load()) wire_->awaitRank(100);
+      r.threadAwaits.store(0);
     }
     if (r.intoDst != nullptr && size <= r.intoCapacity) {
       dst = r.intoDst;

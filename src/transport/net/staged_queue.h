@@ -114,6 +114,12 @@ class RecvWire {
   virtual bool receivePayload(void* dst, size_t bytes, const std::atomic<bool>& stop, std::string* why) {
     return false;
   }
+  // While a payload waits for the rank to name its buffer, the wire must keep moving (else the peer's
+  // sends, waiting on this end, could wait on this rank, which waits on them): waits at most `ms`,
+  // taking in what arrives meanwhile (the wire's own buffers), and returns early on interrupt(), which
+  // any thread may call.
+  virtual void awaitRank(int ms) {}
+  virtual void interrupt() {}
   virtual void shutdown() {}
   // Whether direct frames can be read into these bytes of device memory (registering them); on the
   // rank's thread.

@@ -167,6 +167,14 @@ class UcxWorker {
   void wake() {
     if (worker_ != nullptr) ucx().ucp_worker_signal(worker_);
   }
+  // Progresses the worker, then sleeps on its descriptor at most `ms` (ended early by wake()).
+  void progressFor(int ms) {
+    while (ucx().ucp_worker_progress(worker_) != 0) {
+    }
+    if (ucx().ucp_worker_arm(worker_) != UCS_OK) return;  // busy: something arrived meanwhile
+    pollfd pfd{efd_, POLLIN, 0};
+    poll(&pfd, 1, ms);
+  }
 
  private:
   ucp_ep_params_t endpointParams() {
@@ -326,6 +334,11 @@ class UcxRecvWire : public RecvWire {
   bool receivePayload(void* dst, size_t bytes, const std::atomic<bool>& stop, std::string* why) override {
     return worker_->recvAll(dst, bytes, stop, why);
   }
+  // UCX takes what arrives into its own buffers while the worker progresses: the sender's stream sends
+  // complete, whatever this rank is doing (without it, two ranks of an allgather that each send before
+  // they receive waited on each other: 2 hosts, 16 MB, 0.09 GB/s).
+  void awaitRank(int ms) override { worker_->progressFor(ms); }
+  void interrupt() override { worker_->wake(); }
   void shutdown() override { worker_->wake(); }
 
  private:

@@ -125,7 +125,7 @@ typedef struct {
 } loomUniqueId;
 
 typedef struct loomComm* loomComm_t;
-/* NULL, a stream from loomStreamCreate, or (CUDA builds, later) a cudaStream_t.  See "Streams" above. */
+/* NULL, a stream from loomStreamCreate, or (CUDA builds) a cudaStream_t.  See "Streams" above. */
 typedef void* loomStream_t;
 
 #define LOOM_SPLIT_NOCOLOR (-1)

@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 
+# The allreduce algorithms of src/algos/selector.cc (kTable); loom-info lists every algorithm.
 ALGOS = ["ring", "tree", "rhd", "oneshot", "hier"]
 
 

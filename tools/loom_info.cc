@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "algos/cost_model.h"
 #include "algos/reduce_kernels.h"
 #include "device/device_api.h"
 #include "core/params.h"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), t->kind());
   std::printf("\n");
   std::printf("reduction kernels on this CPU: %s\n", loom::reduceKernels().isa);
+  std::printf("algorithms (LOOM_ALGO): %s\n", loom::algoNames().c_str());
   {
     std::string why;
     loom::DeviceApi* dev = loom::cudaDeviceApi(&why);
@@ -64,8 +66,9 @@ int main(int argc, char** argv) {
   if (loom::paramsCheck() != loomSuccess) std::printf("WARNING: %s\n", loomGetLastError(nullptr));
   std::printf("\nenvironment parameters:\n");
   for (int i = 0; i < n; ++i) {
-    std::printf("  LOOM_%-16s %-6s default %-8s now %s\n      %s\n", table[i].name, typeWord(table[i].type),
-                *table[i].defaultValue ? table[i].defaultValue : "\"\"", loom::paramEnvText(i).c_str(), table[i].help);
+    std::printf("  LOOM_%-16s %-6s default %-8s now %s%s%s\n      %s\n", table[i].name, typeWord(table[i].type),
+                *table[i].defaultValue ? table[i].defaultValue : "\"\"", loom::paramEnvText(i).c_str(),
+                *table[i].range ? "  range " : "", table[i].range, table[i].help);
   }
   return 0;
 }

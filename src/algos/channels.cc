@@ -34,11 +34,4 @@ int ringChannels(const loomComm* comm, size_t bytes, size_t slotBytes) {
   return static_cast<int>(std::min({wanted, fit, static_cast<long long>(kMaxChannels)}));
 }
 
-loomResult_t checkChannels() {
-  if (params().NCHANNELS < 0 || params().NCHANNELS > kMaxChannels)
-    return setError(loomInvalidArgument, "LOOM_NCHANNELS=%lld is out of range (0 for the topology's choice, or 1..%d)",
-                    static_cast<long long>(params().NCHANNELS), kMaxChannels);
-  return loomSuccess;
-}
-
 }  // namespace loom

@@ -25,8 +25,6 @@ std::vector<int> planRingOrder(const loomComm* comm, int channel);
 // never so many that a channel's share per rank is under one slot (small calls stay on one channel).
 int ringChannels(const loomComm* comm, size_t bytes, size_t slotBytes);
 
-// LOOM_NCHANNELS out of range is an error at init.
-loomResult_t checkChannels();
 
 // Runs a call's shares (one per channel): starts each, then advances every share by one step in turn
 // until all are done, in the same order on every rank.  A Share has loomResult_t start(), step() and
@@ -50,7 +48,7 @@ loomResult_t runShares(std::vector<Share>& shares) {
 // [first, first + count) of the `elements` each block (or the whole buffer) holds.
 template <typename Share, typename Make>
 loomResult_t runChannelShares(loomComm* comm, size_t elements, size_t bytes, Make make) {
-  const int channels = ringChannels(comm, bytes, plannedStepBytes());
+  const int channels = ringChannels(comm, bytes, plannedStepBytes(comm->cluster && comm->cluster->hosts.size() > 1));
   std::vector<Share> shares;
   shares.reserve(channels);
   for (int c = 0; c < channels; ++c) {

@@ -6,8 +6,28 @@
 
 namespace loom {
 
-enum class Algo { Ring, Tree, Rhd, OneShot, Hier, Flat };
+// Every algorithm, once: its enumerator and the name LOOM_ALGO, logs and loom-info use.
+#define LOOM_ALGO_LIST(X) \
+  X(Ring, "ring")         \
+  X(Tree, "tree")         \
+  X(Rhd, "rhd")           \
+  X(OneShot, "oneshot")   \
+  X(Hier, "hier")         \
+  X(Flat, "flat")
+
+enum class Algo {
+#define LOOM_ALGO_ENUM(e, name) e,
+  LOOM_ALGO_LIST(LOOM_ALGO_ENUM)
+#undef LOOM_ALGO_ENUM
+};
+constexpr int kNumAlgos = 0
+#define LOOM_ALGO_COUNT(e, name) +1
+    LOOM_ALGO_LIST(LOOM_ALGO_COUNT)
+#undef LOOM_ALGO_COUNT
+    ;
 const char* algoName(Algo a);
+// "ring, tree, ...": every name, for messages and help texts.
+std::string algoNames();
 
 // The cost model of one communicator; identical on every rank (the probe's results are combined), so
 // every rank picks the same algorithm.

@@ -69,14 +69,6 @@ __global__ void sumDivideKernel(T* dst, const T* a, const T* b, size_t n, int di
     dst[i] = E::store(static_cast<C>(OpSum::apply(E::load(a[i]), E::load(b[i])) / div));
 }
 
-template <typename T>
-__global__ void scaleKernel(T* dst, const T* src, size_t n, T scalar) {
-  using E = Elem<T>;
-  const auto s = E::load(scalar);
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    dst[i] = E::store(OpProd::apply(E::load(src[i]), s));
-}
-
 __global__ void copy16Kernel(uint4* dst, const uint4* src, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
     dst[i] = src[i];
@@ -111,13 +103,6 @@ int reduceTyped(void* dst, const void* a, const void* b, size_t n, loomRedOp_t o
   return static_cast<int>(cudaGetLastError());
 }
 
-template <typename T>
-int scaleTyped(void* dst, const void* src, size_t n, const void* scalar, cudaStream_t s) {
-  scaleKernel<T><<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), n,
-                                                  *static_cast<const T*>(scalar));
-  return static_cast<int>(cudaGetLastError());
-}
-
 // Calls f.template operator()<T>() with the storage type of `type`.
 template <typename F>
 int withType(loomDataType_t type, F f) {
@@ -146,7 +131,7 @@ cudaError_t load(K kernel) {
 template <typename T>
 int loadTyped() {
   for (cudaError_t e : {load(reduceKernel<T, OpSum>), load(reduceKernel<T, OpProd>), load(reduceKernel<T, OpMax>),
-                        load(reduceKernel<T, OpMin>), load(sumDivideKernel<T>), load(scaleKernel<T>)})
+                        load(reduceKernel<T, OpMin>), load(sumDivideKernel<T>)})
     if (e != cudaSuccess) return static_cast<int>(e);
   return 0;
 }
@@ -171,12 +156,6 @@ int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, lo
   });
 }
 
-int launchScaleKernel(void* dst, const void* src, size_t count, loomDataType_t type, const void* scalar, void* stream) {
-  if (count == 0) return 0;
-  return withType(type, [&](auto tag) {
-    return scaleTyped<decltype(tag)>(dst, src, count, scalar, static_cast<cudaStream_t>(stream));
-  });
-}
 
 int launchCopyKernel(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return 0;

@@ -13,8 +13,6 @@ namespace loom {
 // (algos/reduce_kernels.h).  dst may be a or b.
 int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
                        int divisor, void* stream);
-// dst[i] = src[i] * scalar (PreMulSum's first step); scalar is one element of the type, in host memory.
-int launchScaleKernel(void* dst, const void* src, size_t count, loomDataType_t type, const void* scalar, void* stream);
 // dst <- src, bytes (not overlapping), 16 bytes per thread where both are aligned.
 int launchCopyKernel(void* dst, const void* src, size_t bytes, void* stream);
 // Loads every kernel above on the current device now.  CUDA loads a kernel at its first launch, and

@@ -19,8 +19,11 @@ loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channe
   return comm->connect(peers, channel);
 }
 
-size_t plannedStepBytes() {
-  return static_cast<size_t>(params().CHUNK_SIZE > 0 ? params().CHUNK_SIZE : params().SHM_SLOT_SIZE);
+size_t plannedStepBytes(bool acrossHosts) {
+  if (params().CHUNK_SIZE > 0) return static_cast<size_t>(params().CHUNK_SIZE);
+  // A step crosses the smallest slot on its way (Primitives below): across hosts, a network ring's too.
+  const int64_t shm = params().SHM_DISABLE != 0 ? params().NET_SLOT_SIZE : params().SHM_SLOT_SIZE;
+  return static_cast<size_t>(acrossHosts ? std::min(shm, params().NET_SLOT_SIZE) : shm);
 }
 
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,
@@ -34,7 +37,7 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   const loomDataType_t type = call.type;
   const loomRedOp_t op = call.op;
   // Every rank must cut the data into the same steps, whether it sends, receives or both: the step is
-  // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE), rounded to whole 64-byte blocks so
+  // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE or LOOM_NET_SLOT_SIZE), rounded to whole 64-byte blocks so
   // that vector kernels run on whole chunks.
   size_t slot = SIZE_MAX;
   if (sendPeer >= 0) {

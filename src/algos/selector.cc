@@ -22,8 +22,11 @@ namespace loom {
 
 namespace {
 
-const char* const kNames[] = {"ring", "tree", "rhd", "oneshot", "hier", "flat"};
-constexpr int kNumAlgos = 6;
+const char* const kNames[] = {
+#define LOOM_ALGO_NAME(e, name) name,
+    LOOM_ALGO_LIST(LOOM_ALGO_NAME)
+#undef LOOM_ALGO_NAME
+};
 
 struct Entry {
   CollType coll;
@@ -68,6 +71,12 @@ double log2ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<dou
 }  // namespace
 
 const char* algoName(Algo a) { return kNames[static_cast<int>(a)]; }
+
+std::string algoNames() {
+  std::string all;
+  for (const char* n : kNames) all += std::string(all.empty() ? "" : ", ") + n;
+  return all;
+}
 
 std::string CostModel::describe() const {
   char b[200];
@@ -159,7 +168,7 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   }();
   const size_t bytes = args.count * typeSize(args.type);
   const int hosts = comm->cluster ? static_cast<int>(comm->cluster->hosts.size()) : 1;
-  const size_t slot = plannedStepBytes();
+  const size_t slot = plannedStepBytes(hosts > 1);
   std::vector<Candidate> all, kept;
   for (const Entry& e : kTable) {
     if (e.coll != args.coll) continue;
@@ -195,8 +204,8 @@ loomResult_t checkAlgoFilter() {
   unsigned allowed;
   std::string bad;
   if (!parseFilter(params().ALGO, &allowed, &bad))
-    return setError(loomInvalidArgument, "LOOM_ALGO=%s: unknown algorithm '%s' (known: ring, tree, rhd, oneshot, hier, flat)",
-                    params().ALGO.c_str(), bad.c_str());
+    return setError(loomInvalidArgument, "LOOM_ALGO=%s: unknown algorithm '%s' (known: %s)", params().ALGO.c_str(),
+                    bad.c_str(), algoNames().c_str());
   return loomSuccess;
 }
 

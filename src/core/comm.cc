@@ -37,13 +37,17 @@ uint64_t namespaceInode(const char* path) {
   return stat(path, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-// Ranks share a host when they share a kernel boot and a network namespace (ranks in different network
-// namespaces are treated as different hosts: that is how containers and the test hosts look).
-uint64_t hostIdentity(const char* hostName) {
+// The kernel this process runs on, by its boot id: its ranks share one set of cores.
+uint64_t machineIdentity() {
   std::string bootId;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  uint64_t h = hashBytes(hostName, std::strlen(hostName));
-  h = hashBytes(bootId.data(), bootId.size(), h);
+  return hashBytes(bootId.data(), bootId.size());
+}
+
+// Ranks share a host when they share a kernel boot and a network namespace (ranks in different network
+// namespaces are treated as different hosts: that is how containers and the test hosts look).
+uint64_t hostIdentity(const char* hostName, uint64_t machine) {
+  uint64_t h = hashBytes(hostName, std::strlen(hostName), machine);
   uint64_t netns = namespaceInode("/proc/self/ns/net");
   return hashBytes(&netns, sizeof(netns), h);
 }
@@ -53,7 +57,8 @@ PeerInfo localPeerInfo(int rank) {
   p.rank = rank;
   p.pid = static_cast<int32_t>(getpid());
   gethostname(p.hostName, sizeof(p.hostName) - 1);
-  p.hostHash = hostIdentity(p.hostName);
+  p.machineHash = machineIdentity();
+  p.hostHash = hostIdentity(p.hostName, p.machineHash);
   p.pidNamespace = namespaceInode("/proc/self/ns/pid");
   p.cpuCount = static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   return p;
@@ -111,9 +116,12 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   comm->localRanks = static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
     return p.hostHash == comm->peers[rank].hostHash;
   }));
-  setLocalRanksPerCore(comm->localRanks);
+  // Whether a waiting rank may spin depends on every rank of this kernel, hosts in network namespaces
+  // included: they take turns on the same cores (4 namespace hosts on 2 cores spun on each other's time).
+  setLocalRanksPerCore(static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.machineHash == comm->peers[rank].machineHash;
+  })));
   LOOM_CHECK(checkAlgoFilter());
-  LOOM_CHECK(checkChannels());
   LOOM_CHECK(checkNetChoice());
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);

@@ -122,6 +122,5 @@ void logMessage(LogLevel level, uint32_t subsys, const char* fmt, ...) {
 }
 
 void setLogRank(int rank) { tlsRank = rank; }
-int logRank() { return tlsRank; }
 
 }  // namespace loom

@@ -25,7 +25,6 @@ void logMessage(LogLevel level, uint32_t subsys, const char* fmt, ...) __attribu
 
 // The rank shown in log lines written by this thread (-1 outside a communicator call).
 void setLogRank(int rank);
-int logRank();
 
 // Parses a LOOM_DEBUG_SUBSYS value into a mask; exposed for tests.
 uint32_t parseSubsysMask(const char* text);

@@ -12,7 +12,7 @@ namespace loom {
 namespace {
 
 const ParamSpec kSpecs[] = {
-#define LOOM_PARAM_SPEC(name, type, def, help) {#name, ParamType::type, def, help},
+#define LOOM_PARAM_SPEC(name, type, def, range, help) {#name, ParamType::type, def, range, help},
     LOOM_PARAM_LIST(LOOM_PARAM_SPEC)
 #undef LOOM_PARAM_SPEC
 };
@@ -23,27 +23,29 @@ struct Loaded {
   std::string error;  // first malformed variable, empty when all parsed
 };
 
-void assign(int64_t* field, ParamType type, const char* name, const char* def, std::string* error) {
+void assign(int64_t* field, ParamType type, const char* name, const char* def, const char* range,
+            std::string* error) {
   std::string why;
   const char* env = std::getenv((std::string("LOOM_") + name).c_str());
-  parseParamValue(type, def, field, &why);  // defaults are well-formed by construction (tested)
+  parseParamValue(type, def, field, &why);  // defaults are well-formed and in range by construction (tested)
   if (env == nullptr || *env == '\0') return;
   int64_t v = 0;
-  if (parseParamValue(type, env, &v, &why)) {
+  if (parseParamValue(type, env, &v, &why) && paramInRange(type, range, v, &why)) {
     *field = v;
   } else if (error->empty()) {
-    *error = std::string("LOOM_") + name + "=\"" + env + "\": " + why;
+    *error = std::string("LOOM_") + name + "=" + env + ": " + why;
   }
 }
 
-void assign(std::string* field, ParamType, const char* name, const char* def, std::string*) {
+void assign(std::string* field, ParamType, const char* name, const char* def, const char*, std::string*) {
   const char* env = std::getenv((std::string("LOOM_") + name).c_str());
   *field = (env != nullptr && *env != '\0') ? env : def;
 }
 
 Loaded* load() {
   auto* r = new Loaded();
-#define LOOM_PARAM_LOAD(name, type, def, help) assign(&r->values.name, ParamType::type, #name, def, &r->error);
+#define LOOM_PARAM_LOAD(name, type, def, range, help) \
+  assign(&r->values.name, ParamType::type, #name, def, range, &r->error);
   LOOM_PARAM_LIST(LOOM_PARAM_LOAD)
 #undef LOOM_PARAM_LOAD
   return r;
@@ -77,7 +79,8 @@ bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string
       case 'k': case 'K': mult = 1LL << 10; break;
       case 'm': case 'M': mult = 1LL << 20; break;
       case 'g': case 'G': mult = 1LL << 30; break;
-      default: *why = "unknown size suffix (use K, M or G)"; return false;
+      case 't': case 'T': mult = 1LL << 40; break;
+      default: *why = "unknown size suffix (use K, M, G or T)"; return false;
     }
     ++end;
     if (*end == 'B' || *end == 'b') ++end;
@@ -96,6 +99,29 @@ bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string
     return false;
   }
   *out = v;
+  return true;
+}
+
+bool paramInRange(ParamType type, const char* range, int64_t v, std::string* why) {
+  if (type == ParamType::String || range == nullptr || *range == '\0') return true;
+  const std::string r = range;
+  const size_t dots = r.find(".."), slash = r.find('/');
+  const std::string loText = r.substr(0, dots);
+  const std::string hiText = r.substr(dots + 2, slash == std::string::npos ? std::string::npos : slash - dots - 2);
+  // The bounds are written in the type's notation, but may be negative for an Int.
+  int64_t lo = 0, hi = 0, step = 1;
+  std::string ignored;
+  parseParamValue(ParamType::Int, loText.c_str(), &lo, &ignored) || parseParamValue(type, loText.c_str(), &lo, &ignored);
+  parseParamValue(ParamType::Int, hiText.c_str(), &hi, &ignored) || parseParamValue(type, hiText.c_str(), &hi, &ignored);
+  if (slash != std::string::npos) parseParamValue(ParamType::Int, r.c_str() + slash + 1, &step, &ignored);
+  if (v < lo || v > hi) {
+    *why = "out of range (" + r.substr(0, slash) + ")";
+    return false;
+  }
+  if (step > 1 && v % step != 0) {
+    *why = "must be a multiple of " + std::to_string(step);
+    return false;
+  }
   return true;
 }
 

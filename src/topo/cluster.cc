@@ -9,11 +9,6 @@
 
 namespace loom {
 
-bool Cluster::sameNuma(int a, int b) const {
-  return sameHost(a, b) && ranks[a].device >= 0 && ranks[b].device >= 0 &&
-         sys(a).nodes[ranks[a].device].cpu == sys(b).nodes[ranks[b].device].cpu;
-}
-
 bool Cluster::isGpu(int rank) const {
   return ranks[rank].device >= 0 && sys(rank).nodes[ranks[rank].device].type == NodeType::Gpu;
 }

@@ -27,9 +27,6 @@ struct Cluster {
   int nranks() const { return static_cast<int>(ranks.size()); }
   const TopoSystem& sys(int rank) const { return *hosts[ranks[rank].host]; }
   bool sameHost(int a, int b) const { return ranks[a].host == ranks[b].host; }
-  bool sameDevice(int a, int b) const { return sameHost(a, b) && ranks[a].device == ranks[b].device; }
-  bool sameNuma(int a, int b) const;
-  bool sameNic(int a, int b) const { return sameHost(a, b) && ranks[a].nic >= 0 && ranks[a].nic == ranks[b].nic; }
   bool isGpu(int rank) const;
   // "rank 3 (GPU3 on host h1)"
   std::string describe(int rank) const;

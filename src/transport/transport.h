@@ -25,6 +25,9 @@ struct PeerInfo {
   int32_t pid;
   uint64_t hostHash;  // equal for ranks that share a host (same kernel boot and network namespace)
   uint64_t pidNamespace;  // inode of the pid namespace: pids are comparable only within one
+  // Equal for ranks on one kernel (one boot): they share its cores, whatever namespaces they are in
+  // (namespace hosts, containers on one machine).
+  uint64_t machineHash;
   char hostName[64];
   int32_t cpuCount;
   int32_t reserved;

@@ -12,10 +12,13 @@
 #include "algos/selector.h"
 #include "core/comm.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 
 namespace loom {
 namespace {
+
+using testing::ScopedEnv;
 
 using testing::countWrong;
 using testing::fillInput;
@@ -72,16 +75,16 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceMatrix, ::testing::Values(2, 3, 4, 8),
 class AllReduceOverNetwork : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
 
 TEST_P(AllReduceOverNetwork, EveryTypeOpCountAndPlacement) {
+  ScopedEnv env;
   const char* net = std::get<0>(GetParam());
-  setenv("LOOM_SHM_DISABLE", "1", 1);
-  setenv("LOOM_NET", net, 1);
-  setenv("UCX_TLS", "tcp", 1);
-  setenv("LOOM_ALGO", std::get<1>(GetParam()), 1);
+  env.set("LOOM_SHM_DISABLE", "1");
+  env.set("LOOM_NET", net);
+  env.set("UCX_TLS", "tcp");
+  env.set("LOOM_ALGO", std::get<1>(GetParam()));
   runRanks(3, [&](int rank, loomComm_t comm) {
     matrix(rank, comm, 3, allTypes());
     EXPECT_STREQ(comm->connection((rank + 1) % 3, 0).transport->name(), net);
   }, 600);
-  for (const char* v : {"LOOM_ALGO", "UCX_TLS", "LOOM_NET", "LOOM_SHM_DISABLE"}) unsetenv(v);
 }
 
 INSTANTIATE_TEST_SUITE_P(Network, AllReduceOverNetwork,
@@ -93,9 +96,10 @@ INSTANTIATE_TEST_SUITE_P(Network, AllReduceOverNetwork,
 class AllReduceAlgorithm : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(AllReduceAlgorithm, EveryTypeOpCountAndPlacement) {
+  ScopedEnv env;
   const char* algo = std::get<0>(GetParam());
   const int n = std::get<1>(GetParam());
-  setenv("LOOM_ALGO", algo, 1);
+  env.set("LOOM_ALGO", algo);
   runRanks(n, [&](int rank, loomComm_t comm) {
     // The call really ran the forced algorithm.
     CollArgs probe{};
@@ -106,7 +110,6 @@ TEST_P(AllReduceAlgorithm, EveryTypeOpCountAndPlacement) {
     ASSERT_STREQ(algoName(rankCandidates(comm, probe).at(0).algo), algo);
     matrix(rank, comm, n, allTypes());
   }, 600);
-  unsetenv("LOOM_ALGO");
 }
 
 INSTANTIATE_TEST_SUITE_P(Forced, AllReduceAlgorithm,
@@ -118,8 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Forced, AllReduceAlgorithm,
 
 // Slots much smaller than the messages: many pipelined slices and FIFO wrap-arounds per call.
 TEST(AllReduce, SmallSlotsManySlices) {
-  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);
-  setenv("LOOM_SHM_NSLOTS", "2", 1);
+  ScopedEnv env;
+  env.set("LOOM_SHM_SLOT_SIZE", "4K");
+  env.set("LOOM_SHM_NSLOTS", "2");
   runRanks(3, [&](int rank, loomComm_t comm) {
     for (size_t count : {size_t{5000}, size_t{100003}}) {
       std::vector<float> buf(count);
@@ -129,8 +133,6 @@ TEST(AllReduce, SmallSlotsManySlices) {
       EXPECT_EQ(countWrong(loomFloat32, loomSum, 3, count, buf.data(), &first), 0u) << first;
     }
   });
-  unsetenv("LOOM_SHM_SLOT_SIZE");
-  unsetenv("LOOM_SHM_NSLOTS");
 }
 
 // Many back-to-back calls: consecutive collectives must not bleed into each other.
@@ -171,12 +173,14 @@ void smallMatrix(int rank, loomComm_t comm, int nranks) {
 // LOOM_NCHANNELS splits a large ring allreduce: each channel's share runs on its own connections, and
 // the results are exact whatever the split (counts that do not divide by the channels, nor by the ranks).
 void channelsSplitTheRing(const char* net) {
-  setenv("LOOM_ALGO", "ring", 1);
-  setenv("LOOM_NCHANNELS", "3", 1);
-  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);  // 3 channels from 3 x 3 ranks x 4 KB = 36 KB on
+  ScopedEnv env;
+  env.set("LOOM_ALGO", "ring");
+  env.set("LOOM_NCHANNELS", "3");
+  env.set("LOOM_SHM_SLOT_SIZE", "4K");  // 3 channels from 3 x 3 ranks x 4 KB = 36 KB on
+  env.set("LOOM_NET_SLOT_SIZE", "4K");
   if (net != nullptr) {
-    setenv("LOOM_SHM_DISABLE", "1", 1);
-    setenv("LOOM_NET", net, 1);
+    env.set("LOOM_SHM_DISABLE", "1");
+    env.set("LOOM_NET", net);
   }
   runRanks(3, [&](int rank, loomComm_t comm) {
     EXPECT_EQ(ringChannels(comm, 400000, 4096), 3);
@@ -185,7 +189,6 @@ void channelsSplitTheRing(const char* net) {
     ASSERT_GE(comm->connections.size(), 3u);
     for (int c = 0; c < 3; ++c) EXPECT_TRUE(comm->connection((rank + 1) % 3, c).connected()) << "channel " << c;
   }, 600);
-  for (const char* v : {"LOOM_ALGO", "LOOM_NCHANNELS", "LOOM_SHM_SLOT_SIZE", "LOOM_SHM_DISABLE", "LOOM_NET"}) unsetenv(v);
 }
 
 TEST(AllReduce, ChannelsSplitTheRing) { channelsSplitTheRing(nullptr); }
@@ -195,7 +198,8 @@ TEST(AllReduce, ChannelsSplitTheRingOverSockets) { channelsSplitTheRing("socket"
 // 0 -> 2 -> 1 -> 3 rank 0 connects to rank 2, which rank order never makes it do.  A plan that does not
 // hold every rank once is not followed.
 TEST(AllReduce, TheRingFollowsThePlannedOrder) {
-  setenv("LOOM_ALGO", "ring", 1);
+  ScopedEnv env;
+  env.set("LOOM_ALGO", "ring");
   runRanks(4, [&](int rank, loomComm_t comm) {
     ASSERT_FALSE(comm->routes.rings.empty());
     comm->routes.rings.resize(1);
@@ -212,7 +216,6 @@ TEST(AllReduce, TheRingFollowsThePlannedOrder) {
       EXPECT_TRUE(comm->connection(rank == 0 ? 2 : 0, 0).connected());
     }
   }, 600);
-  unsetenv("LOOM_ALGO");
 }
 
 // Across hosts the cost model charges every algorithm the bytes its busiest connection between hosts
@@ -244,18 +247,29 @@ TEST(AllReduce, TheModelChargesTheNetworkAcrossHosts) {
   }
 }
 
-TEST(AllReduce, ChannelsOutOfRangeAreAnInitError) {
-  setenv("LOOM_NCHANNELS", "17", 1);
-  auto outcomes = testing::forkRanks(1, [](int) {
-    loomUniqueId id;
-    if (loomGetUniqueId(&id) != loomSuccess) return 3;
-    loomComm_t comm = nullptr;
-    if (loomCommInitRank(&comm, 1, id, 0) != loomInvalidArgument) return 1;
-    return std::strstr(loomGetLastError(nullptr), "LOOM_NCHANNELS=17") != nullptr ? 0 : 2;
-  }, 60);
-  unsetenv("LOOM_NCHANNELS");
-  ASSERT_EQ(outcomes.size(), 1u);
-  EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].describe() << " (1: init did not fail, 2: message without the variable)";
+// A parameter outside the range core/params.h declares for it is refused by init at once, naming the
+// variable: never clamped, never a hang (LOOM_NET_NSLOTS=0 over sockets once waited LOOM_TIMEOUT).
+TEST(AllReduce, ParametersOutOfRangeAreAnInitError) {
+  const std::vector<std::pair<const char*, const char*>> bad = {
+      {"LOOM_NCHANNELS", "17"}, {"LOOM_NET_NSLOTS", "0"}, {"LOOM_SHM_NSLOTS", "65"},
+      {"LOOM_SHM_SLOT_SIZE", "4100"}, {"LOOM_NET_SLOT_SIZE", "1K"}, {"LOOM_NSOCKS", "0"},
+      {"LOOM_IB_QPS_PER_CONNECTION", "17"}, {"LOOM_IB_GDR_CACHE", "0"}};
+  for (const auto& [name, value] : bad) {
+    ScopedEnv env{{"LOOM_SHM_DISABLE", "1"}, {"LOOM_NET", "socket"}, {name, value}};
+    const std::string wanted = std::string(name) + "=" + value;
+    auto outcomes = testing::forkRanks(1, [&](int) {
+      // Making the unique id reads the environment too (a launcher's rank 0 may start the root there).
+      loomUniqueId id;
+      loomComm_t comm;
+      loomResult_t r = loomGetUniqueId(&id);
+      if (r == loomSuccess) r = loomCommInitRank(&comm, 1, id, 0);
+      if (r != loomInvalidArgument) return 1;
+      return std::strstr(loomGetLastError(nullptr), wanted.c_str()) != nullptr ? 0 : 2;
+    }, 60);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_TRUE(outcomes[0].ok()) << wanted << ": " << outcomes[0].describe()
+                                  << " (1: init did not fail, 2: message without the variable)";
+  }
 }
 
 }  // namespace

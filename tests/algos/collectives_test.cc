@@ -13,10 +13,13 @@
 #include "core/comm.h"
 #include "core/datatypes.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 
 namespace loom {
 namespace {
+
+using testing::ScopedEnv;
 
 using testing::countWrongCopied;
 using testing::countWrongReduced;
@@ -110,13 +113,14 @@ struct Case {
 class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
+  ScopedEnv env;
   const Case k = GetParam();
   const bool reduces = k.coll == Coll::Reduce || k.coll == Coll::ReduceScatter;
   const bool rooted = k.coll == Coll::Broadcast || k.coll == Coll::Reduce;
   if (*k.net != 0) {
-    setenv("LOOM_SHM_DISABLE", "1", 1);
-    setenv("LOOM_NET", k.net, 1);
-    setenv("UCX_TLS", "tcp", 1);  // UCX between hosts here is tcp
+    env.set("LOOM_SHM_DISABLE", "1");
+    env.set("LOOM_NET", k.net);
+    env.set("UCX_TLS", "tcp");  // UCX between hosts here is tcp
   }
   runRanks(k.nranks, [&](int rank, loomComm_t comm) {
     for (int root : rooted ? std::vector<int>{0, k.nranks - 1} : std::vector<int>{-1}) {
@@ -133,7 +137,6 @@ TEST_P(CollectiveMatrix, EveryTypeOpCountPlacementAndRoot) {
       }
     }
   }, 900);
-  for (const char* v : {"UCX_TLS", "LOOM_NET", "LOOM_SHM_DISABLE"}) unsetenv(v);
 }
 
 std::vector<Case> allCases() {
@@ -171,7 +174,8 @@ void ringCalls(int rank, int n, loomComm_t comm) {
 // Allgather and reducescatter run around the topology's planned ring, not in rank order: with the plan
 // 0 -> 2 -> 1 -> 3, ranks 0 and 2 become neighbours, which rank order never makes them.
 TEST(RingCollectives, FollowThePlannedRing) {
-  setenv("LOOM_ALGO", "ring", 1);  // allgather could also go flat, which connects every pair
+  ScopedEnv env;
+  env.set("LOOM_ALGO", "ring");  // allgather could also go flat, which connects every pair
   runRanks(4, [&](int rank, loomComm_t comm) {
     ASSERT_FALSE(comm->routes.rings.empty());
     comm->routes.rings.resize(1);
@@ -183,22 +187,21 @@ TEST(RingCollectives, FollowThePlannedRing) {
       EXPECT_TRUE(comm->connection(2 - rank, 0).connected());
     }
   }, 600);
-  unsetenv("LOOM_ALGO");
 }
 
 // LOOM_NCHANNELS splits large allgather and reducescatter calls: every channel's share of every block
 // runs on its own connections, exact whatever the split (counts that divide neither by the channels
 // nor by the ranks).
 TEST(RingCollectives, ChannelsSplitTheRing) {
-  setenv("LOOM_ALGO", "ring", 1);
-  setenv("LOOM_NCHANNELS", "3", 1);
-  setenv("LOOM_SHM_SLOT_SIZE", "4K", 1);  // 3 channels from 3 x 4 KB per block on
+  ScopedEnv env;
+  env.set("LOOM_ALGO", "ring");
+  env.set("LOOM_NCHANNELS", "3");
+  env.set("LOOM_SHM_SLOT_SIZE", "4K");  // 3 channels from 3 x 4 KB per block on
   runRanks(3, [&](int rank, loomComm_t comm) {
     ringCalls(rank, 3, comm);
     ASSERT_GE(comm->connections.size(), 3u);
     for (int c = 0; c < 3; ++c) EXPECT_TRUE(comm->connection((rank + 1) % 3, c).connected()) << "channel " << c;
   }, 600);
-  for (const char* v : {"LOOM_ALGO", "LOOM_NCHANNELS", "LOOM_SHM_SLOT_SIZE"}) unsetenv(v);
 }
 
 }  // namespace

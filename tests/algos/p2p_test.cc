@@ -8,14 +8,33 @@
 #include <vector>
 
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 
 namespace loom {
 namespace {
 
+using testing::ScopedEnv;
+
 using testing::countWrongCopied;
 using testing::fillInput;
 using testing::runRanks;
+
+// Elements of v that differ from first, first + 1, ... (every element checked).
+template <typename T>
+size_t wrongFrom(const std::vector<T>& v, T first) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != static_cast<T>(first + static_cast<T>(i));
+  return wrong;
+}
+
+// Elements of the n at p that differ from value.
+template <typename T>
+size_t wrongIn(const T* p, size_t n, T value) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += p[i] != value;
+  return wrong;
+}
 
 // Every rank sends a large message to every other rank and receives one from each, posting its sends
 // and receives in an order that would deadlock without the group (all sends first, in reverse).  Run
@@ -23,7 +42,8 @@ using testing::runRanks;
 class GroupOfAllPairs : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GroupOfAllPairs, InAnyOrderCompletes) {
-  setenv("LOOM_SHM_DIRECT_MIN", GetParam(), 1);
+  ScopedEnv env;
+  env.set("LOOM_SHM_DIRECT_MIN", GetParam());
   const int n = 4;
   const size_t count = 300000;  // several slots per message
   runRanks(n, [&](int rank, loomComm_t comm) {
@@ -41,11 +61,9 @@ TEST_P(GroupOfAllPairs, InAnyOrderCompletes) {
     ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
     for (int p = 0; p < n; ++p) {
       if (p == rank) continue;
-      EXPECT_EQ(out[p].front(), p * 1000000 + rank * 10000);
-      EXPECT_EQ(out[p].back(), p * 1000000 + rank * 10000 + static_cast<int>(count) - 1);
+      EXPECT_EQ(wrongFrom(out[p], p * 1000000 + rank * 10000), 0u) << "from rank " << p;
     }
   });
-  unsetenv("LOOM_SHM_DIRECT_MIN");
 }
 
 INSTANTIATE_TEST_SUITE_P(DirectMin, GroupOfAllPairs, ::testing::Values("64K", "0"),
@@ -62,7 +80,7 @@ TEST(PointToPoint, BlockingSendRecvAndSelf) {
       ASSERT_EQ(loomSend(a.data(), a.size(), loomFloat32, next, comm, nullptr), loomSuccess);
       ASSERT_EQ(loomRecv(b.data(), b.size(), loomFloat32, prev, comm, nullptr), loomSuccess);
       ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
-      EXPECT_EQ(b[0], static_cast<float>(prev * 10 + m));
+      EXPECT_EQ(wrongIn(b.data(), b.size(), static_cast<float>(prev * 10 + m)), 0u) << "message " << m;
     }
     // Small messages outside any group: the FIFO absorbs a send before its receive is posted.
     int64_t token = rank, got = -1;
@@ -79,20 +97,21 @@ TEST(PointToPoint, BlockingSendRecvAndSelf) {
     ASSERT_EQ(loomRecv(back, 4, loomInt32, rank, comm, nullptr), loomSuccess);
     ASSERT_EQ(loomSend(self, 4, loomInt32, rank, comm, nullptr), loomSuccess);
     ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comm);
-    EXPECT_EQ(back[3], 4);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i], self[i]) << i;
   });
 }
 
 TEST(PointToPoint, GroupsNestAndCheckUsage) {
   EXPECT_EQ(loomGroupEnd(), loomInvalidUsage) << "GroupEnd without GroupStart";
   runRanks(2, [&](int rank, loomComm_t comm) {
+    // The inner group holds a whole exchange, which would complete if its GroupEnd ran it.
     int v = rank, w = -1;
     ASSERT_EQ(loomGroupStart(), loomSuccess);
     ASSERT_EQ(loomGroupStart(), loomSuccess);
     ASSERT_EQ(loomSend(&v, 1, loomInt32, 1 - rank, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomRecv(&w, 1, loomInt32, 1 - rank, comm, nullptr), loomSuccess);
     ASSERT_EQ(loomGroupEnd(), loomSuccess);
     EXPECT_EQ(w, -1) << "nothing runs before the outermost GroupEnd";
-    ASSERT_EQ(loomRecv(&w, 1, loomInt32, 1 - rank, comm, nullptr), loomSuccess);
     ASSERT_EQ(loomGroupEnd(), loomSuccess);
     EXPECT_EQ(w, 1 - rank);
     EXPECT_EQ(loomSend(&v, 1, loomInt32, 2, comm, nullptr), loomInvalidArgument) << "peer out of range";
@@ -110,6 +129,11 @@ TEST(PointToPoint, MismatchedSizesAreNamed) {
       std::string msg = loomGetLastError(comm);
       EXPECT_NE(msg.find("send/recv(count 50, int32)"), std::string::npos) << msg;
       EXPECT_NE(msg.find("send/recv(count 100, int32)"), std::string::npos) << msg;
+    } else {
+      // The sender's bytes may have left before the receiver refused them (success), or the refusal
+      // reaches it as the receiver's failure: either way it returns, with no other code.
+      EXPECT_TRUE(r == loomSuccess || r == loomRemoteError || r == loomInvalidUsage)
+          << loomGetErrorString(r) << ": " << loomGetLastError(comm);
     }
   }, 60, /*commTimeoutSec=*/3);
 }
@@ -140,7 +164,7 @@ TEST(PointToPoint, OneThreadDrivesSeveralCommunicatorsInAGroup) {
   }
   ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(out[r].back(), in[(r + n - 1) % n].back());
+    EXPECT_EQ(wrongFrom(out[r], int64_t{(r + n - 1) % n} * 1000000), 0u) << "rank " << r;
     EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
   }
 }
@@ -154,10 +178,10 @@ TEST(PreMulSum, SumsScaledInputs) {
     std::vector<double> v(1000, 2.0), out(1000);
     ASSERT_EQ(loomAllReduce(v.data(), out.data(), v.size(), loomFloat64, op, comm, nullptr), loomSuccess)
         << loomGetLastError(comm);
-    EXPECT_DOUBLE_EQ(out[999], 2.0 * (1.5 + 2.5 + 3.5));
+    EXPECT_EQ(wrongIn(out.data(), out.size(), 2.0 * (1.5 + 2.5 + 3.5)), 0u);  // exact in binary
     scalar = 1;
     ASSERT_EQ(loomReduceScatter(v.data(), out.data(), 300, loomFloat64, op, comm, nullptr), loomSuccess);
-    EXPECT_DOUBLE_EQ(out[0], 6.0);
+    EXPECT_EQ(wrongIn(out.data(), 300, 6.0), 0u);
     EXPECT_EQ(loomAllReduce(v.data(), out.data(), v.size(), loomFloat32, op, comm, nullptr), loomInvalidArgument)
         << "an op is for the type it was made with";
     ASSERT_EQ(loomRedOpDestroy(op, comm), loomSuccess);
@@ -185,18 +209,25 @@ TEST(Split, EveryCallWorksOnASplitCommunicator) {
     ASSERT_EQ(loomCommSplit(comm, rank % 2, rank, &sub, nullptr), loomSuccess);
     const int me = rank / 2;
     std::vector<int64_t> a(10, rank), b(20, -1);
+    // The sub-communicator's ranks are {rank % 2, rank % 2 + 2}: members m0 = rank % 2 and m1 = m0 + 2.
+    const int64_t m0 = rank % 2, m1 = m0 + 2;
     ASSERT_EQ(loomAllReduce(a.data(), b.data(), 10, loomInt64, loomSum, sub, nullptr), loomSuccess);
-    EXPECT_EQ(b[0], rank % 2 == 0 ? 0 + 2 : 1 + 3);
+    EXPECT_EQ(wrongIn(b.data(), 10, m0 + m1), 0u) << "allreduce";
     ASSERT_EQ(loomBroadcast(a.data(), b.data(), 10, loomInt64, 1, sub, nullptr), loomSuccess);
-    EXPECT_EQ(b[9], rank % 2 == 0 ? 2 : 3);
+    EXPECT_EQ(wrongIn(b.data(), 10, m1), 0u) << "broadcast";
     ASSERT_EQ(loomReduce(a.data(), b.data(), 10, loomInt64, loomMax, 0, sub, nullptr), loomSuccess);
     if (me == 0) {
-      EXPECT_EQ(b[0], rank + 2);
+      EXPECT_EQ(wrongIn(b.data(), 10, m1), 0u) << "reduce";
     }
     ASSERT_EQ(loomAllGather(a.data(), b.data(), 10, loomInt64, sub, nullptr), loomSuccess);
-    EXPECT_EQ(b[10], rank % 2 + 2);
+    EXPECT_EQ(wrongIn(b.data(), 10, m0), 0u) << "allgather, block 0";
+    EXPECT_EQ(wrongIn(b.data() + 10, 10, m1), 0u) << "allgather, block 1";
+    // b = [m0 x 10, m1 x 10]: each member's block of the sum is m0 + m1.
     ASSERT_EQ(loomReduceScatter(b.data(), a.data(), 10, loomInt64, loomSum, sub, nullptr), loomSuccess);
+    EXPECT_EQ(wrongIn(a.data(), 10, 2 * (me == 0 ? m0 : m1)), 0u) << "reducescatter";
+    // Member `me` gets block `me` (5 elements) of every member's b: b[me*5 .. me*5+4], all m0.
     ASSERT_EQ(loomAllToAll(b.data(), a.data(), 5, loomInt64, sub, nullptr), loomSuccess);
+    EXPECT_EQ(wrongIn(a.data(), 10, m0), 0u) << "alltoall";
     int64_t token = rank, got = -1;
     ASSERT_EQ(loomGroupStart(), loomSuccess);
     ASSERT_EQ(loomSend(&token, 1, loomInt64, 1 - me, sub, nullptr), loomSuccess);

@@ -12,11 +12,14 @@
 
 #include "core/comm.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 #include "transport/transport.h"
 
 namespace loom {
 namespace {
+
+using testing::ScopedEnv;
 
 using testing::countWrong;
 using testing::countWrongCopied;
@@ -106,12 +109,13 @@ const std::vector<Call>& calls() {
 // Runs every call on kRanks ranks over `net` (nullptr: shared memory) and checks each rank's staging
 // copies: none at all over the network (expectZero), some for the calls that cross slots on shm.
 void countCopies(const char* net, bool expectZero) {
+  ScopedEnv env;
   if (net != nullptr) {
-    setenv("LOOM_SHM_DISABLE", "1", 1);
-    setenv("LOOM_NET", net, 1);
+    env.set("LOOM_SHM_DISABLE", "1");
+    env.set("LOOM_NET", net);
   }
   for (const Call& call : calls()) {
-    setenv("LOOM_ALGO", call.algo, 1);
+    env.set("LOOM_ALGO", call.algo);
     runRanks(kRanks, [&](int rank, loomComm_t comm) {
       // A first call makes the connections and warms up; the count covers the second.
       std::string first;
@@ -125,7 +129,6 @@ void countCopies(const char* net, bool expectZero) {
         EXPECT_GT(copied, 0u) << call.name << " on rank " << rank << ": over shared memory the data crosses a slot";
     }, 600);
   }
-  for (const char* v : {"LOOM_ALGO", "LOOM_SHM_DISABLE", "LOOM_NET"}) unsetenv(v);
 }
 
 TEST(ZeroCopy, NoStagingCopyOverSockets) { countCopies("socket", true); }

@@ -9,8 +9,11 @@
 
 #include "core/params.h"
 #include "loom.h"
+#include "tests/common/scoped_env.h"
 
 namespace {
+
+using loom::testing::ScopedEnv;
 
 void expectMessage(const char* needle) {
   std::string msg = loomGetLastError(nullptr);
@@ -72,7 +75,8 @@ TEST(Api, ConfigMustComeFromTheInitializer) {
 
 // A network transport this build does not have is named at init, with the ones it has.
 TEST(Api, UnknownNetworkTransportIsRefusedAtInit) {
-  setenv("LOOM_NET", "carrier-pigeon", 1);
+  ScopedEnv env;
+  env.set("LOOM_NET", "carrier-pigeon");
   loom::paramsReloadForTesting();
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
@@ -80,7 +84,6 @@ TEST(Api, UnknownNetworkTransportIsRefusedAtInit) {
   EXPECT_EQ(loomCommInitRank(&comm, 1, id, 0), loomInvalidArgument);
   expectMessage("LOOM_NET=carrier-pigeon");
   expectMessage("socket");
-  unsetenv("LOOM_NET");
   loom::paramsReloadForTesting();
 }
 

@@ -14,8 +14,11 @@
 #include "core/comm.h"
 #include "core/params.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 
 namespace {
+
+using loom::testing::ScopedEnv;
 
 using loom::testing::forkRanks;
 using loom::testing::runRanks;
@@ -50,7 +53,8 @@ TEST(Comm, InitAllDrivesOneThreadPerRank) {
 // Over the network transport, destroy meets the other ranks, except where they share this process:
 // one thread destroying InitAll's comms one after another must not wait for the others.
 TEST(Comm, InitAllOverSocketsDestroysOneAfterAnother) {
-  setenv("LOOM_SHM_DISABLE", "1", 1);
+  ScopedEnv env;
+  env.set("LOOM_SHM_DISABLE", "1");
   loom::paramsReloadForTesting();
   const int n = 2;
   loomComm_t comms[n];
@@ -66,7 +70,6 @@ TEST(Comm, InitAllOverSocketsDestroysOneAfterAnother) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < n; ++r) EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(5.0));
-  unsetenv("LOOM_SHM_DISABLE");
   loom::paramsReloadForTesting();
 }
 
@@ -102,7 +105,7 @@ TEST(Comm, LaunchersCanUseCommId) {
   int port = 20000 + getpid() % 20000;
   std::string addr = "127.0.0.1:" + std::to_string(port);
   auto outcomes = forkRanks(3, [&](int rank) {
-    setenv("LOOM_COMM_ID", addr.c_str(), 1);
+    ::setenv("LOOM_COMM_ID", addr.c_str(), 1);  // in the forked rank only
     loom::paramsReloadForTesting();
     loomUniqueId id;
     if (loomGetUniqueId(&id) != loomSuccess) return 2;
@@ -170,9 +173,9 @@ TEST(Comm, DeadPeerIsARemoteErrorNotAHang) { deadPeerCase(); }
 
 // Over TCP the dead peer shows as a closed connection: the same error, naming the rank.
 TEST(Comm, DeadPeerOverSocketsIsARemoteErrorNotAHang) {
-  setenv("LOOM_SHM_DISABLE", "1", 1);
+  ScopedEnv env;
+  env.set("LOOM_SHM_DISABLE", "1");
   deadPeerCase();
-  unsetenv("LOOM_SHM_DISABLE");
 }
 
 // Ranks that disagree on the count get loomInvalidUsage saying so, not a hang or garbage.
@@ -264,9 +267,9 @@ void abortSeenByPeersCase() {
 TEST(Comm, AbortIsSeenByThePeers) { abortSeenByPeersCase(); }
 
 TEST(Comm, AbortIsSeenByThePeersOverSockets) {
-  setenv("LOOM_SHM_DISABLE", "1", 1);
+  ScopedEnv env;
+  env.set("LOOM_SHM_DISABLE", "1");
   abortSeenByPeersCase();
-  unsetenv("LOOM_SHM_DISABLE");
 }
 
 }  // namespace
@@ -309,7 +312,7 @@ TEST(CommTopology, BadTopologyFileIsAnInitErrorWithItsLine) {
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   auto outcomes = forkRanks(2, [&](int rank) {
-    setenv("LOOM_TOPO_FILE", path, 1);
+    ::setenv("LOOM_TOPO_FILE", path, 1);  // in the forked rank only
     loom::paramsReloadForTesting();
     loomComm_t comm;
     loomResult_t r = loomCommInitRank(&comm, 2, id, rank);

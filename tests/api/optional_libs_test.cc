@@ -36,7 +36,7 @@ TEST(OptionalLibraries, ShmAndSocketJobsLoadNoUcxAndKeepTheProgramsSignalHandler
       mine.sa_handler = programsOwnHandler;
       sigemptyset(&mine.sa_mask);
       if (sigaction(SIGSEGV, &mine, nullptr) != 0) return 2;
-      if (sockets) setenv("LOOM_SHM_DISABLE", "1", 1);
+      if (sockets) ::setenv("LOOM_SHM_DISABLE", "1", 1);  // in the forked rank only
       loom::paramsReloadForTesting();
       loomComm_t comm;
       if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 3;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/params.h"
+#include "tests/common/scoped_env.h"
 
 namespace loom {
 namespace {
@@ -19,6 +20,54 @@ TEST(Params, EveryDefaultParses) {
     EXPECT_TRUE(parseParamValue(t[i].type, t[i].defaultValue, &v, &why)) << t[i].name << ": " << why;
     EXPECT_TRUE(names.insert(t[i].name).second) << "duplicate parameter " << t[i].name;
     EXPECT_GT(std::string(t[i].help).size(), 10u) << t[i].name << " needs a help text";
+    EXPECT_TRUE(paramInRange(t[i].type, t[i].range, v, &why)) << t[i].name << " default: " << why;
+    EXPECT_EQ(t[i].type == ParamType::String, *t[i].range == '\0') << t[i].name << ": numbers declare a range";
+  }
+}
+
+TEST(Params, RangesBoundBothEndsAndSteps) {
+  std::string why;
+  EXPECT_TRUE(paramInRange(ParamType::Int, "2..64", 2, &why));
+  EXPECT_TRUE(paramInRange(ParamType::Int, "2..64", 64, &why));
+  EXPECT_FALSE(paramInRange(ParamType::Int, "2..64", 1, &why));
+  EXPECT_EQ(why, "out of range (2..64)");
+  EXPECT_FALSE(paramInRange(ParamType::Int, "2..64", 65, &why));
+  EXPECT_TRUE(paramInRange(ParamType::Int, "-1..1", -1, &why));
+  EXPECT_FALSE(paramInRange(ParamType::Int, "-1..1", -2, &why));
+  EXPECT_TRUE(paramInRange(ParamType::Size, "4K..1G/64", 4096, &why));
+  EXPECT_TRUE(paramInRange(ParamType::Size, "4K..1G/64", int64_t{1} << 30, &why));
+  EXPECT_FALSE(paramInRange(ParamType::Size, "4K..1G/64", 4095, &why));
+  EXPECT_FALSE(paramInRange(ParamType::Size, "4K..1G/64", (int64_t{1} << 30) + 64, &why));
+  EXPECT_FALSE(paramInRange(ParamType::Size, "4K..1G/64", 4100, &why));
+  EXPECT_EQ(why, "must be a multiple of 64");
+  EXPECT_TRUE(paramInRange(ParamType::String, "", 0, &why));
+}
+
+// Every numeric parameter's range is enforced when the environment is read: one past either end is
+// refused (paramsCheck names the variable), and the value in force stays the default.
+TEST(Params, EveryRangeIsCheckedWhenTheEnvironmentIsRead) {
+  int n = 0;
+  const ParamSpec* t = paramTable(&n);
+  for (int i = 0; i < n; ++i) {
+    if (t[i].type == ParamType::String) continue;
+    const std::string r = t[i].range, var = std::string("LOOM_") + t[i].name;
+    int64_t lo = 0, hi = 0;
+    std::string why;
+    const std::string loText = r.substr(0, r.find("..")), hiText = r.substr(r.find("..") + 2, r.find('/') - r.find("..") - 2);
+    ASSERT_TRUE(parseParamValue(ParamType::Int, loText.c_str(), &lo, &why) ||
+                parseParamValue(t[i].type, loText.c_str(), &lo, &why)) << var;
+    ASSERT_TRUE(parseParamValue(ParamType::Int, hiText.c_str(), &hi, &why) ||
+                parseParamValue(t[i].type, hiText.c_str(), &hi, &why)) << var;
+    ASSERT_LE(lo, hi) << var;
+    for (int64_t outside : {lo - 1, hi + 1}) {
+      if (outside < 0 && t[i].type == ParamType::Size) continue;  // not even a size
+      const std::string text = std::to_string(outside);
+      testing::ScopedEnv env{{var.c_str(), text.c_str()}};
+      paramsReloadForTesting();
+      EXPECT_EQ(paramsCheck(), loomInvalidArgument) << var << "=" << text;
+      EXPECT_NE(std::string(loomGetLastError(nullptr)).find(var + "=" + text), std::string::npos)
+          << loomGetLastError(nullptr);
+    }
   }
 }
 

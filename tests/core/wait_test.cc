@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/params.h"
 #include "core/wait.h"
+#include "tests/common/scoped_env.h"
 
 namespace loom {
 namespace {
@@ -14,20 +16,22 @@ namespace {
 // A network queue's I/O thread needs a core to make a wait end: waiting on it never pause-spins,
 // whatever the core count, unless the user asked for spinning by LOOM_SPIN_US.
 TEST(Wait, NoSpinningOnOurOwnIoThreadUnlessAsked) {
-  const char* set = std::getenv("LOOM_SPIN_US");
-  if (set != nullptr && std::atoi(set) >= 0) {
-    EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), std::atoi(set));
-    EXPECT_EQ(spinMicroseconds(Producer::kPeer), std::atoi(set));
-    return;
+  {
+    testing::ScopedEnv env{{"LOOM_SPIN_US", nullptr}};
+    paramsReloadForTesting();
+    EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), 0);
+    // No communicator of this process counted its ranks yet (the count only ever rises): with more
+    // than one core a peer rank is worth a short spin.
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+      EXPECT_GT(spinMicroseconds(Producer::kPeer), 0);
+    }
+    setLocalRanksPerCore(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1);  // more ranks than cores
+    EXPECT_EQ(spinMicroseconds(Producer::kPeer), 0) << "nobody spins when ranks outnumber the cores";
   }
-  EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), 0);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  setLocalRanksPerCore(1);
-  if (cores > 1) {
-    EXPECT_GT(spinMicroseconds(Producer::kPeer), 0);  // core_test makes no communicator that raised it
-  }
-  setLocalRanksPerCore(static_cast<int>(cores) + 1);  // more ranks than cores: nobody spins
-  EXPECT_EQ(spinMicroseconds(Producer::kPeer), 0);
+  testing::ScopedEnv env{{"LOOM_SPIN_US", "7"}};
+  paramsReloadForTesting();
+  EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), 7) << "asked for";
+  EXPECT_EQ(spinMicroseconds(Producer::kPeer), 7);
 }
 
 // A wait on a thread of ours ends when the thread publishes, through the yield or the futex phase.

@@ -29,7 +29,7 @@ using loom::testing::timeBound;
 
 // This (forked) rank's choice of path: LOOM_DEVICE_DIRECT, read again.
 void usePath(bool direct) {
-  setenv("LOOM_DEVICE_DIRECT", direct ? "1" : "0", 1);
+  ::setenv("LOOM_DEVICE_DIRECT", direct ? "1" : "0", 1);  // a forked rank: nothing to restore
   loom::paramsReloadForTesting();
 }
 

@@ -66,11 +66,12 @@ EmulatedDevice& setUp(const char* gdrLevel, const loom::emulated::Options& nic =
   const std::string topo = "/tmp/loom-gdr-topo-" + std::to_string(getpid()) + ".xml";
   FILE* f = std::fopen(topo.c_str(), "w");
   if (f == nullptr || std::fputs(kTopology, f) < 0 || std::fclose(f) != 0) std::abort();
-  setenv("LOOM_TOPO_FILE", topo.c_str(), 1);
-  setenv("LOOM_NET", "ib", 1);
-  setenv("LOOM_SHM_DISABLE", "1", 1);
-  setenv("LOOM_DEVICE_DIRECT", "0", 1);  // not the same-host CUDA IPC path: the network one
-  if (gdrLevel != nullptr) setenv("LOOM_NET_GDR_LEVEL", gdrLevel, 1);
+  // Only ever called in a forked rank (forkRanks): the settings die with it.
+  ::setenv("LOOM_TOPO_FILE", topo.c_str(), 1);
+  ::setenv("LOOM_NET", "ib", 1);
+  ::setenv("LOOM_SHM_DISABLE", "1", 1);
+  ::setenv("LOOM_DEVICE_DIRECT", "0", 1);  // not the same-host CUDA IPC path: the network one
+  if (gdrLevel != nullptr) ::setenv("LOOM_NET_GDR_LEVEL", gdrLevel, 1);
   loom::paramsReloadForTesting();
   return *dev;
 }
@@ -242,7 +243,7 @@ TEST(GdrEmulated, AFreedGpuBufferIsUnregisteredBeforeTheNextRegistration) {
 // not exist).
 TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
   auto outcomes = forkRanks(1, [](int) {
-    setenv("LOOM_CUDA", "0", 1);  // not the CUDA runtime either, where a GPU is present
+    ::setenv("LOOM_CUDA", "0", 1);  // in the forked rank: not the CUDA runtime either, where a GPU is present
     loom::paramsReloadForTesting();
     loom::emulated::install(loom::emulated::Options{});
     loom::installDeviceApi(nullptr);
@@ -296,7 +297,7 @@ int reductions(EmulatedDevice& dev, int rank, loomComm_t comm) {
 void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
   auto outcomes = forkRanks(1, [=](int) {
     EmulatedDevice& dev = setUp(gdrLevel);
-    setenv("LOOM_ALGO", "ring", 1);  // allgather must still run flat where every rank uses GPUDirect RDMA
+    ::setenv("LOOM_ALGO", "ring", 1);  // in the forked rank; allgather must still run flat where every rank uses GPUDirect RDMA
     loom::paramsReloadForTesting();
     const size_t count = 300000;  // 1.2 MB of int32: several slots
     const int status = twoRanks([&](int rank, loomComm_t comm) {

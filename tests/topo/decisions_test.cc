@@ -6,9 +6,12 @@
 #include "core/params.h"
 #include "topo/decisions.h"
 #include "topo/topo_fixture.h"
+#include "tests/common/scoped_env.h"
 
 namespace loom {
 namespace {
+
+using testing::ScopedEnv;
 
 Cluster one(const char* fixture) { return placeRanks({loadFixture(fixture)}); }
 
@@ -137,19 +140,18 @@ TEST(Decisions, AcrossHostsIsTheNetworkThroughTheBoundNics) {
 }
 
 TEST(Decisions, PolicyFromTheEnvironment) {
-  setenv("LOOM_P2P_LEVEL", "SYS", 1);
-  setenv("LOOM_NET_GDR_LEVEL", "phb", 1);
+  ScopedEnv env;
+  env.set("LOOM_P2P_LEVEL", "SYS");
+  env.set("LOOM_NET_GDR_LEVEL", "phb");
   paramsReloadForTesting();
   TopoPolicy p;
   ASSERT_EQ(TopoPolicy::fromParams(&p), loomSuccess);
   EXPECT_EQ(p.p2pLevel, PathType::SYS);
   EXPECT_EQ(p.gdrLevel, PathType::PHB);
-  setenv("LOOM_P2P_LEVEL", "FAST", 1);
+  env.set("LOOM_P2P_LEVEL", "FAST");
   paramsReloadForTesting();
   EXPECT_EQ(TopoPolicy::fromParams(&p), loomInvalidArgument);
   EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_P2P_LEVEL=FAST"), std::string::npos);
-  unsetenv("LOOM_P2P_LEVEL");
-  unsetenv("LOOM_NET_GDR_LEVEL");
   paramsReloadForTesting();
 }
 

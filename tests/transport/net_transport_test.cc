@@ -21,6 +21,7 @@
 #include "transport/ib/ib_transport.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/wait_context.h"
+#include "tests/common/scoped_env.h"
 #endif
 
 namespace loom {
@@ -54,9 +55,9 @@ std::unique_ptr<Transport> makeTransport(const NetCase& c) {
 class NetTransport : public ::testing::TestWithParam<NetCase> {
  protected:
   void SetUp() override {
-    setenv("LOOM_NSOCKS", std::to_string(GetParam().nsocks).c_str(), 1);
-    setenv("LOOM_IB_QPS_PER_CONNECTION", std::to_string(GetParam().qps).c_str(), 1);
-    setenv("UCX_TLS", "tcp", 1);
+    env_.set("LOOM_NSOCKS", std::to_string(GetParam().nsocks).c_str());
+    env_.set("LOOM_IB_QPS_PER_CONNECTION", std::to_string(GetParam().qps).c_str());
+    env_.set("UCX_TLS", "tcp");
     paramsReloadForTesting();
     transport_ = makeTransport(GetParam());
     ConnectInfo ci{};
@@ -69,15 +70,12 @@ class NetTransport : public ::testing::TestWithParam<NetCase> {
   void TearDown() override {
     send_.reset();
     recv_.reset();
-    unsetenv("LOOM_NSOCKS");
-    unsetenv("LOOM_IB_QPS_PER_CONNECTION");
-    unsetenv("UCX_TLS");
-    paramsReloadForTesting();
 #if LOOM_HAVE_VERBS
     setVerbsApiForTesting(nullptr);
 #endif
   }
 
+  testing::ScopedEnv env_;  // restored when the test ends, after the queues are gone
   PeerInfo a_{}, b_{};
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<RecvQueue> recv_;

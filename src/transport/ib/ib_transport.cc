@@ -128,15 +128,6 @@ loomResult_t connectByExchange(const ConnectRequest& req, const NetListenInfo& c
   return r;
 }
 
-// LOOM_IB_QPS_PER_CONNECTION, checked: the receiving side publishes its count and the sender follows it.
-loomResult_t qpsPerConnection(int* n) {
-  const int64_t v = params().IB_QPS_PER_CONNECTION;
-  if (v < 1 || v > kMaxQps)
-    return setError(loomInvalidArgument, "LOOM_IB_QPS_PER_CONNECTION=%lld is out of range (1..%d)",
-                    static_cast<long long>(v), kMaxQps);
-  *n = static_cast<int>(v);
-  return loomSuccess;
-}
 
 }  // namespace
 
@@ -144,7 +135,8 @@ loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* inf
   const IbDevice& d = ibDevice();
   if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
   int nqps = 1;
-  LOOM_CHECK(qpsPerConnection(&nqps));
+  // The receiving side publishes its count and the sender follows it (1..kMaxQps: core/params.h).
+  nqps = static_cast<int>(params().IB_QPS_PER_CONNECTION);
   const RingShape shape = netRingShape();
   auto conn = std::make_unique<IbConnection>(d, shape.nslots, shape.slotBytes, nqps);
   int fd = -1;
@@ -182,7 +174,7 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   }
   const QpInfo& peer = conn->peer();
   if (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes)
-    return setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_SHM_SLOT_SIZE differs)",
+    return setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_NET_SLOT_SIZE differs)",
                     req.peer);
   *send = std::make_unique<StagedSendQueue>(makeIbSendWire(std::move(conn)), shape, req.peer);
   return loomSuccess;

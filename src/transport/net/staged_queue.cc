@@ -89,7 +89,7 @@ bool frameFits(const FrameHeader& h, size_t capacity, std::string* why) {
 }
 
 RingShape netRingShape() {
-  return RingShape{static_cast<size_t>(params().SHM_NSLOTS), static_cast<size_t>(params().SHM_SLOT_SIZE)};
+  return RingShape{static_cast<size_t>(params().NET_NSLOTS), static_cast<size_t>(params().NET_SLOT_SIZE)};
 }
 
 std::string explainNetFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why) {

@@ -54,7 +54,7 @@ struct DirectRef {
 // A header from the peer announcing more than a slot holds is refused, with this reason.
 bool frameFits(const FrameHeader& h, size_t capacity, std::string* why);
 
-// Ring geometry of every network connection: LOOM_SHM_NSLOTS slots of LOOM_SHM_SLOT_SIZE bytes.
+// Ring geometry of every network connection: LOOM_NET_NSLOTS slots of LOOM_NET_SLOT_SIZE bytes.
 struct RingShape {
   size_t nslots;
   size_t slotBytes;

@@ -30,9 +30,7 @@ bool SocketTransport::reaches(const PeerInfo& self, const PeerInfo& peer, Transp
 
 loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo* info,
                                          std::unique_ptr<RecvQueue>* recv) {
-  if (params().NSOCKS < 1 || params().NSOCKS > kMaxSockets)
-    return setError(loomInvalidArgument, "LOOM_NSOCKS=%lld is out of range (1..%d)",
-                    static_cast<long long>(params().NSOCKS), kMaxSockets);
+  // LOOM_NSOCKS lies in 1..kMaxSockets (core/params.h checks it at init).
   int fd = -1;
   NetListenInfo ci;
   LOOM_CHECK(listenAndPublish(kSocketMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));

@@ -303,7 +303,7 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
       std::string reason;
       bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
       why += (why.empty() ? "" : "; ") + reason;
-      const bool matches = topo.choice.rfind(all[t]->kind(), 0) == 0;
+      const bool matches = all[t]->link() == topo.link;
       if (ok && (best < 0 || (matches && !bestMatches) ||
                  (matches == bestMatches && est.bandwidthGBs > bestEst.bandwidthGBs))) {
         best = static_cast<int>(t);
@@ -324,7 +324,7 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
     msg.transportIndex = static_cast<uint32_t>(best);
     msg.channel = static_cast<uint32_t>(channel);
     row[p].transport = all[best];
-    threadedSends |= std::string(all[best]->kind()) == "net";
+    threadedSends |= all[best]->link() == LinkKind::kNetwork;  // its send queues need flushSends()
     loomResult_t r = all[best]->createRecv(req, &msg.info, &row[p].recv);
     if (r == loomSuccess) r = bootstrap->send(p, 1000 + channel, &msg, sizeof(msg));
     if (r != loomSuccess) {

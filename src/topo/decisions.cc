@@ -31,7 +31,8 @@ Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy)
     std::string via = "through the network";
     if (pa.nic >= 0 && pb.nic >= 0)
       via = "through " + c.sys(a).nodes[pa.nic].name + " -> " + c.sys(b).nodes[pb.nic].name;
-    return {"net", "different hosts (" + c.hostNames[pa.host] + ", " + c.hostNames[pb.host] + "): " + via};
+    return {"net", "different hosts (" + c.hostNames[pa.host] + ", " + c.hostNames[pb.host] + "): " + via,
+            LinkKind::kNetwork};
   }
   const TopoSystem& s = c.sys(a);
   if (c.isGpu(a) && c.isGpu(b)) {
@@ -39,25 +40,28 @@ Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy)
     if (pa.device == pb.device) {
       if (pa.mig >= 0 && pb.mig >= 0 && pa.mig != pb.mig)
         return {"shm", ga + " MIG instances " + std::to_string(pa.mig) + " and " + std::to_string(pb.mig) +
-                           ": MIG instances get no P2P, data goes through host memory"};
-      return {"local", "both ranks on " + ga + ": device-local copies (several ranks per GPU are allowed)"};
+                           ": MIG instances get no P2P, data goes through host memory", LinkKind::kSharedMemory};
+      return {"local", "both ranks on " + ga + ": device-local copies (several ranks per GPU are allowed)",
+              LinkKind::kDevicePeer};
     }
     if (pa.mig >= 0 || pb.mig >= 0)
-      return {"shm", ga + "<->" + gb + ": a MIG instance gets no P2P, data goes through host memory"};
+      return {"shm", ga + "<->" + gb + ": a MIG instance gets no P2P, data goes through host memory",
+              LinkKind::kSharedMemory};
     const TopoPath& p = s.path(pa.device, pb.device);
     std::string what = ga + "<->" + gb + ": " + pathTypeName(p.type) + ", " + bandwidthText(p.bw);
-    if (p.type == PathType::NVL || p.type == PathType::NVB) return {"p2p/nvlink", what};
+    if (p.type == PathType::NVL || p.type == PathType::NVB) return {"p2p/nvlink", what, LinkKind::kDevicePeer};
     if (static_cast<int>(p.type) <= static_cast<int>(policy.p2pLevel))
-      return {"p2p/pcie", what + ", within LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel)};
-    return {"shm", what + ", beyond LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel) + ": through host memory"};
+      return {"p2p/pcie", what + ", within LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel), LinkKind::kDevicePeer};
+    return {"shm", what + ", beyond LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel) + ": through host memory",
+            LinkKind::kSharedMemory};
   }
-  if (pa.device < 0 || pb.device < 0) return {"shm", "same host"};
+  if (pa.device < 0 || pb.device < 0) return {"shm", "same host", LinkKind::kSharedMemory};
   const TopoPath& p = s.path(pa.device, pb.device);
   const TopoNode &na = s.nodes[pa.device], &nb = s.nodes[pb.device];
   if (na.cpu == nb.cpu)
-    return {"shm", "same host, same NUMA node (" + s.nodes[na.cpu].name + ")"};
+    return {"shm", "same host, same NUMA node (" + s.nodes[na.cpu].name + ")", LinkKind::kSharedMemory};
   return {"shm", "same host, " + s.nodes[na.cpu].name + " and " + s.nodes[nb.cpu].name + ": " +
-                     pathTypeName(p.type) + ", " + bandwidthText(p.bw)};
+                     pathTypeName(p.type) + ", " + bandwidthText(p.bw), LinkKind::kSharedMemory};
 }
 
 Decision gdrDecision(const TopoSystem& s, int gpu, int nic, const TopoPolicy& policy) {

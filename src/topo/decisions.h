@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "core/link_kind.h"
+
 #include "topo/cluster.h"
 
 namespace loom {
@@ -11,6 +13,7 @@ namespace loom {
 struct Decision {
   std::string choice;  // e.g. "p2p/nvlink", "shm", "net", "local", "on", "off", "mlx5_0"
   std::string reason;
+  LinkKind link = LinkKind::kNetwork;  // pairTransport's: the kind of link `choice` names
 };
 
 struct TopoPolicy {

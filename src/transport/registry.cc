@@ -44,7 +44,7 @@ loomResult_t checkNetChoice() {
   if (want.empty()) return loomSuccess;
   std::string have;
   for (const Transport* t : transports()) {
-    if (std::string(t->kind()) != "net") continue;
+    if (t->link() != LinkKind::kNetwork) continue;
     if (want == t->name()) return loomSuccess;
     have += (have.empty() ? "" : ", ") + std::string(t->name());
   }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "core/link_kind.h"
 #include "core/wait.h"
 #include "loom.h"
 
@@ -147,8 +148,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  // The kind of link it is, as the topology names it (topo/decisions.h): "shm", "net", "p2p/...".
-  virtual const char* kind() const { return name(); }
+  // The kind of link it makes, as the topology names the kind a pair should use (topo/decisions.h).
+  virtual LinkKind link() const = 0;
   // Whether this transport links the two ranks, with its estimate, and why (or why not).
   virtual bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                        std::string* reason) const = 0;

@@ -20,7 +20,11 @@ TEST(Decisions, NvSwitchServerUsesNvlinkAndItsOwnRail) {
   ASSERT_EQ(c.nranks(), 8);
   TopoPolicy policy;
   for (int a = 0; a < 8; ++a)
-    for (int b = a + 1; b < 8; ++b) EXPECT_EQ(pairTransport(c, a, b, policy).choice, "p2p/nvlink");
+    for (int b = a + 1; b < 8; ++b) {
+      const Decision d = pairTransport(c, a, b, policy);
+      EXPECT_EQ(d.choice, "p2p/nvlink");
+      EXPECT_EQ(d.link, LinkKind::kDevicePeer) << "the kind the runtime matches transports by";
+    }
   std::set<int> nics;
   for (int r = 0; r < 8; ++r) {
     const TopoSystem& s = c.sys(r);
@@ -40,6 +44,7 @@ TEST(Decisions, PcieServerP2pWithinASwitchOnly) {
   EXPECT_EQ(pairTransport(c, 0, 1, policy).choice, "p2p/pcie");
   Decision d = pairTransport(c, 0, 2, policy);  // different switches: PHB, beyond the default PXB
   EXPECT_EQ(d.choice, "shm");
+  EXPECT_EQ(d.link, LinkKind::kSharedMemory);
   EXPECT_NE(d.reason.find("PHB"), std::string::npos) << d.reason;
   EXPECT_NE(d.reason.find("LOOM_P2P_LEVEL=PXB"), std::string::npos) << d.reason;
   policy.p2pLevel = PathType::SYS;
@@ -127,6 +132,7 @@ TEST(Decisions, SeveralRanksOnOneGpu) {
   Cluster c = one("l20_pcie.xml");
   c.ranks.push_back(c.ranks[0]);  // a second rank on GPU0 (MPS or a shared container)
   EXPECT_EQ(pairTransport(c, 0, 8, TopoPolicy()).choice, "local");
+  EXPECT_EQ(pairTransport(c, 0, 8, TopoPolicy()).link, LinkKind::kDevicePeer);
 }
 
 TEST(Decisions, AcrossHostsIsTheNetworkThroughTheBoundNics) {
@@ -136,6 +142,7 @@ TEST(Decisions, AcrossHostsIsTheNetworkThroughTheBoundNics) {
   ASSERT_EQ(c.nranks(), 16);
   Decision d = pairTransport(c, 3, 11, TopoPolicy());
   EXPECT_EQ(d.choice, "net");
+  EXPECT_EQ(d.link, LinkKind::kNetwork);
   EXPECT_NE(d.reason.find("mlx5_3 -> mlx5_3"), std::string::npos) << d.reason;
 }
 

@@ -12,7 +12,7 @@ namespace loom {
 class UcxTransport : public Transport {
  public:
   const char* name() const override { return "ucx"; }
-  const char* kind() const override { return "net"; }
+  LinkKind link() const override { return LinkKind::kNetwork; }
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Fails when a file of src/ includes a file of a higher floor (docs/architecture.md draws them):
+#   0 ground     core/{error,log,params,wait,socket,datatypes,dynlib,link_kind}: imports nothing of loom
+#   1 services   topo/, the bootstrap (core/{bootstrap,unique_id,incoming_frames}), the device runtime
+#                table (device/{device_api,cuda_api}), the kernels and the cost model's types
+#                (algos/{reduce_*,device_kernels,float_convert,cost_model})
+#   2 transport  transport/
+#   3 state      the communicator's declarations: core/{comm,collective,stream,progress,group}.h
+#   4 paths      algos/ (the algorithms, the selector, p2p) and device/ (device-buffer paths)
+#   5 runtime    core/*.cc not above (api, comm, collective, group, stream, progress, comm_topology):
+#                the only floor that ties the others together
+# Includes within a floor, and downwards, are fine.  Usage: tools/check_layers.sh [src-dir]
+set -u
+src=${1:-$(dirname "$0")/../src}
+cd "$src" || exit 2
+
+floor_of() {
+  local f=$1 base
+  base=$(basename "$f")
+  base=${base%%.*}
+  case $f in
+    core/*)
+      case $base in
+        error | log | params | wait | socket | datatypes | dynlib | link_kind) echo 0 ;;
+        bootstrap | unique_id | incoming_frames) echo 1 ;;
+        *) [[ $f == *.h ]] && echo 3 || echo 5 ;;
+      esac ;;
+    topo/*) echo 1 ;;
+    device/device_api.* | device/cuda_api.*) echo 1 ;;
+    algos/reduce_* | algos/device_kernels.* | algos/float_convert.* | algos/cost_model.*) echo 1 ;;
+    transport/*) echo 2 ;;
+    algos/* | device/*) echo 4 ;;
+    *) echo "" ;;
+  esac
+}
+
+bad=0 checked=0
+while IFS= read -r file; do
+  from=$(floor_of "$file")
+  [ -z "$from" ] && { echo "check_layers: $file is on no floor (add it to tools/check_layers.sh)"; bad=$((bad + 1)); continue; }
+  while IFS= read -r target; do
+    [ -f "$target" ] || continue  # a generated or system header
+    to=$(floor_of "$target")
+    checked=$((checked + 1))
+    if [ -n "$to" ] && [ "$to" -gt "$from" ]; then
+      echo "check_layers: $file (floor $from) includes $target (floor $to)"
+      bad=$((bad + 1))
+    fi
+  done < <(sed -n 's/^#include "\([a-z_]*\/[a-z_./]*\)".*/\1/p' "$file")
+done < <(find . -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.inc' | sed 's|^\./||' | sort)
+
+if [ $bad -ne 0 ]; then
+  echo "check_layers: $bad include(s) against the floors"
+  exit 1
+fi
+echo "check_layers: $checked includes, none from a lower floor to a higher one"

@@ -37,8 +37,8 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   const loomDataType_t type = call.type;
   const loomRedOp_t op = call.op;
   // Every rank must cut the data into the same steps, whether it sends, receives or both: the step is
-  // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE or LOOM_NET_SLOT_SIZE), rounded to whole 64-byte blocks so
-  // that vector kernels run on whole chunks.
+  // the slot size (the same on all ranks, from LOOM_SHM_SLOT_SIZE or LOOM_NET_SLOT_SIZE), rounded to
+  // whole 64-byte blocks so that vector kernels run on whole chunks.
   size_t slot = SIZE_MAX;
   if (sendPeer >= 0) {
     sendQ_ = comm->connection(sendPeer, channel).send.get();

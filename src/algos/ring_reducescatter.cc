@@ -28,7 +28,8 @@ class ReduceScatterShare : public RingWalk {
     if (hop_ == 0) {
       // The input block is final unless it shares bytes with the output (in place: our own block).
       const char* piece = in + blockAt(i_ - 1) + at;
-      if (disjoint(piece, len * esize_, args_.recvbuff, args_.count * esize_)) LOOM_CHECK(prims_->sendFinal(piece, len, Landing::kSlot));
+      if (disjoint(piece, len * esize_, args_.recvbuff, args_.count * esize_))
+        LOOM_CHECK(prims_->sendFinal(piece, len, Landing::kSlot));
       else LOOM_CHECK(prims_->send(piece, len));
     } else if (hop_ < n_ - 1) {
       LOOM_CHECK(prims_->recvReduceSend(in + blockAt(i_ - hop_ - 1) + at, len));

@@ -86,10 +86,12 @@ std::string CostModel::describe() const {
   return b;
 }
 
-// Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core.
+// Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core, and
+// across hosts + the bytes its busiest link between hosts carries / the probed network bandwidth.
 // The step counts follow each algorithm's structure; the work factors (memory passes per byte, relative
 // to one copy) were fitted to all_reduce_perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and
-// 8 ranks (perf/algos.py; figures in the README); the probe supplies this machine's step and copy speeds.
+// 8 ranks (perf/algos.py; figures in docs/perf/algos.md); the probes supply this machine's step, copy
+// and network speeds.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
   if (n <= 1) return 0;
   // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).

@@ -111,8 +111,12 @@ bool paramInRange(ParamType type, const char* range, int64_t v, std::string* why
   // The bounds are written in the type's notation, but may be negative for an Int.
   int64_t lo = 0, hi = 0, step = 1;
   std::string ignored;
-  parseParamValue(ParamType::Int, loText.c_str(), &lo, &ignored) || parseParamValue(type, loText.c_str(), &lo, &ignored);
-  parseParamValue(ParamType::Int, hiText.c_str(), &hi, &ignored) || parseParamValue(type, hiText.c_str(), &hi, &ignored);
+  auto bound = [&](const std::string& text, int64_t* out) {
+    return parseParamValue(ParamType::Int, text.c_str(), out, &ignored) ||
+           parseParamValue(type, text.c_str(), out, &ignored);
+  };
+  bound(loText, &lo);
+  bound(hiText, &hi);
   if (slash != std::string::npos) parseParamValue(ParamType::Int, r.c_str() + slash + 1, &step, &ignored);
   if (v < lo || v > hi) {
     *why = "out of range (" + r.substr(0, slash) + ")";

@@ -53,7 +53,9 @@ TEST(Params, EveryRangeIsCheckedWhenTheEnvironmentIsRead) {
     const std::string r = t[i].range, var = std::string("LOOM_") + t[i].name;
     int64_t lo = 0, hi = 0;
     std::string why;
-    const std::string loText = r.substr(0, r.find("..")), hiText = r.substr(r.find("..") + 2, r.find('/') - r.find("..") - 2);
+    const size_t dots = r.find(".."), slash = r.find('/');
+    const std::string loText = r.substr(0, dots);
+    const std::string hiText = r.substr(dots + 2, slash == std::string::npos ? std::string::npos : slash - dots - 2);
     ASSERT_TRUE(parseParamValue(ParamType::Int, loText.c_str(), &lo, &why) ||
                 parseParamValue(t[i].type, loText.c_str(), &lo, &why)) << var;
     ASSERT_TRUE(parseParamValue(ParamType::Int, hiText.c_str(), &hi, &why) ||

@@ -297,7 +297,8 @@ int reductions(EmulatedDevice& dev, int rank, loomComm_t comm) {
 void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
   auto outcomes = forkRanks(1, [=](int) {
     EmulatedDevice& dev = setUp(gdrLevel);
-    ::setenv("LOOM_ALGO", "ring", 1);  // in the forked rank; allgather must still run flat where every rank uses GPUDirect RDMA
+    // In the forked rank; allgather must still run flat where every rank uses GPUDirect RDMA.
+    ::setenv("LOOM_ALGO", "ring", 1);
     loom::paramsReloadForTesting();
     const size_t count = 300000;  // 1.2 MB of int32: several slots
     const int status = twoRanks([&](int rank, loomComm_t comm) {

@@ -328,7 +328,8 @@ bool StagedRecvQueue::serveRead(const std::function<void()>& grantFreed, std::st
 // landing in the caller's buffer waits in the wire for this.
 void StagedRecvQueue::askFor(void* dst, size_t capacity) {
   StagedRing& r = *ring_;
-  if (!wire_->readsHeaderFirst() || r.intoAsked.load(std::memory_order_relaxed) == released_ + 1) return;  // asked already
+  const bool askedAlready = r.intoAsked.load(std::memory_order_relaxed) == released_ + 1;
+  if (!wire_->readsHeaderFirst() || askedAlready) return;
   r.intoDst = dst;
   r.intoCapacity = capacity;
   r.intoAsked.store(released_ + 1);
@@ -440,7 +441,8 @@ bool StagedRecvQueue::receiveFrame(size_t i, uint32_t number, const std::functio
                                    uint64_t* signature, std::string* why) {
   StagedRing& r = *ring_;
   r.inCaller[i] = 0;
-  if (!wire_->readsHeaderFirst()) return wire_->receive(i, r.slots[i], r.slotBytes, bytes, signature, between, r.stop, why);
+  if (!wire_->readsHeaderFirst())
+    return wire_->receive(i, r.slots[i], r.slotBytes, bytes, signature, between, r.stop, why);
   FrameHeader h{};
   if (!wire_->receiveHeader(&h, r.stop, why)) return false;
   const uint64_t size = h.bytes & ~(kDirectFrame | kLandsInCallerFrame);

@@ -27,9 +27,9 @@ namespace loom {
 constexpr uint32_t kSocketMagic = 0x4c4f4f53;  // "LOOS": the hello of every socket-transport stream
 
 // What precedes every frame on the stream: its header and room for a small payload.  A payload of up to
-// kInlineBytes rides in it, so that the receiver takes a small message in one read (the header first,
-// then the payload, cost one more system call per message: ~1.5 us of an 8-byte allreduce across
-// hosts); a larger frame leaves the room empty (48 bytes on the wire per frame).
+// kInlineBytes rides in it, so that the receiver takes a small message in one read instead of two
+// (strace of an 8-byte allreduce across 2 hosts: 2.0 -> 1.2 reads per call); a larger frame leaves the
+// room unused (48 bytes more on the wire per frame).
 constexpr size_t kInlineBytes = 48;
 struct SocketFrameHead {
   FrameHeader header;

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 #include "perf/perf_harness.h"
 #include "tests/common/reference.h"
 

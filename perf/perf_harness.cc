@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 #include "perf/perf_records.h"
 
 namespace loom::perf {

@@ -1,35 +1,28 @@
 #!/bin/bash
 # Fails when a file of src/ includes a file of a higher floor (docs/architecture.md draws them):
-#   0 ground     core/{error,log,params,wait,socket,datatypes,dynlib,link_kind}: imports nothing of loom
-#   1 services   topo/, the bootstrap (core/{bootstrap,unique_id,incoming_frames}), the device runtime
-#                table (device/{device_api,cuda_api}), the kernels and the cost model's types
-#                (algos/{reduce_*,device_kernels,float_convert,cost_model})
+#   0 ground     base/: imports nothing of loom
+#   1 services   topo/, bootstrap/, the device runtime table (device/{device_api,cuda_api}), the kernels
+#                and the cost model's types (algos/{reduce_*,device_kernels,float_convert,cost_model})
 #   2 transport  transport/
-#   3 state      the communicator's declarations: core/{comm,collective,stream,progress,group}.h
+#   3 state      runtime/*.h: the communicator's declarations
 #   4 paths      algos/ (the algorithms, the selector, p2p) and device/ (device-buffer paths)
-#   5 runtime    core/*.cc not above (api, comm, collective, group, stream, progress, comm_topology):
-#                the only floor that ties the others together
+#   5 runtime    runtime/*.cc (api, comm, collective, group, stream, progress, comm_topology): the only
+#                floor that ties the others together
 # Includes within a floor, and downwards, are fine.  Usage: tools/check_layers.sh [src-dir]
 set -u
 src=${1:-$(dirname "$0")/../src}
 cd "$src" || exit 2
 
 floor_of() {
-  local f=$1 base
-  base=$(basename "$f")
-  base=${base%%.*}
-  case $f in
-    core/*)
-      case $base in
-        error | log | params | wait | socket | datatypes | dynlib | link_kind) echo 0 ;;
-        bootstrap | unique_id | incoming_frames) echo 1 ;;
-        *) [[ $f == *.h ]] && echo 3 || echo 5 ;;
-      esac ;;
-    topo/*) echo 1 ;;
+  case $1 in
+    base/*) echo 0 ;;
+    topo/* | bootstrap/*) echo 1 ;;
     device/device_api.* | device/cuda_api.*) echo 1 ;;
     algos/reduce_* | algos/device_kernels.* | algos/float_convert.* | algos/cost_model.*) echo 1 ;;
     transport/*) echo 2 ;;
+    runtime/*.h) echo 3 ;;
     algos/* | device/*) echo 4 ;;
+    runtime/*) echo 5 ;;
     *) echo "" ;;
   esac
 }

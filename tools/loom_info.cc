@@ -8,7 +8,7 @@
 #include "algos/cost_model.h"
 #include "algos/reduce_kernels.h"
 #include "device/device_api.h"
-#include "core/params.h"
+#include "base/params.h"
 #include "transport/registry.h"
 #include "loom.h"
 #include "loom_build_config.h"

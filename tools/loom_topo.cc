@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "loom.h"
 #include "topo/cluster.h"
 #include "topo/decisions.h"

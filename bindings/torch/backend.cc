@@ -17,7 +17,7 @@ namespace {
 using c10d::OpType;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// Environment settings of the binding (the library's own are in src/core/params.h).
+// Environment settings of the binding (the library's own are in src/base/params.h).
 // LOOM_TORCH_INLINE_BYTES: calls of at most this many bytes run on the caller's thread (default 64 KiB).
 size_t inlineBytesSetting() {
   const char* v = std::getenv("LOOM_TORCH_INLINE_BYTES");

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/collective.h"
+#include "runtime/collective.h"
 
 namespace loom {
 

@@ -10,7 +10,7 @@
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
 #include "algos/scratch.h"
-#include "core/params.h"
+#include "base/params.h"
 
 namespace loom {
 

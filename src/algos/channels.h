@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algos/primitives.h"
-#include "core/comm.h"
-#include "core/error.h"
+#include "runtime/comm.h"
+#include "base/error.h"
 
 namespace loom {
 

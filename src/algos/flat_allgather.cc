@@ -7,7 +7,7 @@
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 
 namespace loom {
 

@@ -2,7 +2,7 @@
 // memory, or NVLink for GPUs), the leaders allreduce among themselves around a ring (the network), and
 // each leader broadcasts the result back along its host's chain.  Only one rank per host crosses the
 // network, which is what matters when the network is the narrow link.  The hosts come from the
-// communicator's topology view (core/comm_topology.h).
+// communicator's topology view (runtime/comm_topology.h).
 #include <vector>
 
 #include "algos/algorithms.h"

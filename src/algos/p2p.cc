@@ -15,9 +15,9 @@
 
 #include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
-#include "core/collective.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "runtime/collective.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "device/device_api.h"
 #include "device/device_call.h"
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/collective.h"
-#include "core/comm.h"
+#include "runtime/collective.h"
+#include "runtime/comm.h"
 
 namespace loom {
 
@@ -15,7 +15,7 @@ struct Transfer {
   bool send;         // false: receive
   char* buffer;      // read from when sending, written to when receiving
   size_t bytes;
-  uint64_t signature;  // the call's signature: both ends must agree (core/collective.h)
+  uint64_t signature;  // the call's signature: both ends must agree (runtime/collective.h)
 };
 
 // The transfer a loomSend / loomRecv call stands for.

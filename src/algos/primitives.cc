@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace loom {
 

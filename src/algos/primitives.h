@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "algos/reduce_kernels.h"
-#include "core/collective.h"
-#include "core/comm.h"
+#include "runtime/collective.h"
+#include "runtime/comm.h"
 
 namespace loom {
 

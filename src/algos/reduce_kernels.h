@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "algos/float_convert.h"
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 #include "loom.h"
 
 namespace loom {

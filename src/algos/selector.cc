@@ -14,9 +14,9 @@
 #include "algos/primitives.h"
 #include "algos/reduce_kernels.h"
 #include "algos/scratch.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "runtime/comm.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace loom {
 

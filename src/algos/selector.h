@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algos/cost_model.h"
-#include "core/collective.h"
+#include "runtime/collective.h"
 
 struct loomComm;
 

@@ -18,8 +18,8 @@
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/transfer_steps.h"
-#include "core/comm.h"
-#include "core/datatypes.h"
+#include "runtime/comm.h"
+#include "base/datatypes.h"
 #include "device/device_call.h"
 
 namespace loom {

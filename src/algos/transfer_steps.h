@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "algos/scratch.h"
-#include "core/comm.h"
+#include "runtime/comm.h"
 
 namespace loom {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "device/device_api.h"
 #include "algos/device_kernels.h"
 

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <mutex>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "loom_build_config.h"
 
 namespace loom {

@@ -5,10 +5,10 @@
 #include <thread>
 
 #include "algos/reduce_kernels.h"
-#include "core/comm.h"
-#include "core/datatypes.h"
-#include "core/log.h"
-#include "core/wait.h"
+#include "runtime/comm.h"
+#include "base/datatypes.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "device/device_api.h"
 #include "device/direct_call.h"
 #include "device/gdr_path.h"

@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/collective.h"
-#include "core/stream.h"
+#include "runtime/collective.h"
+#include "runtime/stream.h"
 
 namespace loom {
 

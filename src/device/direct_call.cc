@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/datatypes.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "runtime/comm.h"
+#include "base/datatypes.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "topo/cluster.h"
 #include "device/device_call.h"
 

@@ -23,7 +23,7 @@
 #include <map>
 #include <string>
 
-#include "core/collective.h"
+#include "runtime/collective.h"
 #include "device/device_api.h"
 
 namespace loom {

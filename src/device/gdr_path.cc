@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/log.h"
+#include "runtime/comm.h"
+#include "base/log.h"
 #include "device/device_api.h"
 #include "topo/decisions.h"
 

@@ -14,7 +14,7 @@
 // network algorithms reduce and forward on the CPU.
 #pragma once
 
-#include "core/collective.h"
+#include "runtime/collective.h"
 
 namespace loom {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <map>
 
-#include "core/error.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/error.h"
+#include "base/params.h"
+#include "base/socket.h"
 
 namespace loom {
 

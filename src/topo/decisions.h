@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/link_kind.h"
+#include "base/link_kind.h"
 
 #include "topo/cluster.h"
 

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "loom_build_config.h"
 
 #if LOOM_HAVE_HWLOC

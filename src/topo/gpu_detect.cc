@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topo/detect.h"
 
 namespace loom {

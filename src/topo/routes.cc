@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace loom {
 

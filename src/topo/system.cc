@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace loom {
 

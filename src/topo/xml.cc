@@ -7,7 +7,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace loom {
 

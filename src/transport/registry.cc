@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "core/error.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/params.h"
 
 #include "transport/shm/shm_transport.h"
 #include "transport/socket/socket_transport.h"

@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "core/link_kind.h"
-#include "core/wait.h"
+#include "base/link_kind.h"
+#include "base/wait.h"
 #include "loom.h"
 
 namespace loom {
@@ -49,7 +49,7 @@ class SendQueue {
   // The same without waiting: false when no slot is free yet.
   virtual bool tryAcquire(void** slot) = 0;
   // Hands the acquired slot, holding `bytes` bytes, to the receiver.  `signature` describes the call the
-  // data belongs to (see core/collective.h); the receiver checks it against its own.
+  // data belongs to (see runtime/collective.h); the receiver checks it against its own.
   virtual void post(size_t bytes, uint64_t signature) = 0;
 
   // Zero copy, where the transport offers it: after acquire(), instead of filling the slot and post(),
@@ -76,7 +76,7 @@ class SendQueue {
   virtual loomResult_t flush(const WaitContext& ctx) { return loomSuccess; }
   virtual bool needsFlush() const { return false; }
   // Who moves the data: the peer rank itself (shm), or a thread of this process (network queues), which
-  // a waiter must leave a core to (core/wait.h).
+  // a waiter must leave a core to (base/wait.h).
   virtual Producer producer() const { return Producer::kPeer; }
   // True once the receiving end went away (its rank destroyed or aborted the communicator); transports
   // that see this as a closed connection anyway leave it false.  Read by the waits' liveness probe.

@@ -10,7 +10,7 @@
 #include "algos/channels.h"
 #include "algos/reduce_kernels.h"
 #include "algos/selector.h"
-#include "core/comm.h"
+#include "runtime/comm.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
@@ -247,7 +247,7 @@ TEST(AllReduce, TheModelChargesTheNetworkAcrossHosts) {
   }
 }
 
-// A parameter outside the range core/params.h declares for it is refused by init at once, naming the
+// A parameter outside the range base/params.h declares for it is refused by init at once, naming the
 // variable: never clamped, never a hang (LOOM_NET_NSLOTS=0 over sockets once waited LOOM_TIMEOUT).
 TEST(AllReduce, ParametersOutOfRangeAreAnInitError) {
   const std::vector<std::pair<const char*, const char*>> bad = {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algos/channels.h"
-#include "core/comm.h"
-#include "core/datatypes.h"
+#include "runtime/comm.h"
+#include "base/datatypes.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "runtime/comm.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "loom.h"
 #include "tests/common/scoped_env.h"
 

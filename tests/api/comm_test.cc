@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/params.h"
+#include "runtime/comm.h"
+#include "base/params.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"
 

@@ -1,4 +1,4 @@
-// libloom opens UCX and rdma-core at run time, when a transport uses them (core/dynlib.h): a job over
+// libloom opens UCX and rdma-core at run time, when a transport uses them (base/dynlib.h): a job over
 // shared memory or sockets never loads UCX, so the program keeps its own signal handlers and memory
 // hooks (loading UCX installs both); and a library that cannot be opened is an error that names it.
 #include <dlfcn.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dynlib.h"
-#include "core/params.h"
+#include "base/dynlib.h"
+#include "base/params.h"
 #include "tests/common/multiprocess.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/params.h"
-#include "core/unique_id.h"
+#include "base/params.h"
+#include "bootstrap/unique_id.h"
 
 namespace loom::testing {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algos/float_convert.h"
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 
 namespace loom::testing {
 

@@ -1,6 +1,6 @@
 // Environment settings for the length of a scope: each variable set (or unset) through a ScopedEnv gets
 // its earlier value (or absence) back when the scope ends, also when a failing ASSERT returns early, so
-// no setting leaks into a later test.  loom reads its parameters once per process (core/params.h): the
+// no setting leaks into a later test.  loom reads its parameters once per process (base/params.h): the
 // ranks of runRanks re-read them after the fork, a test in this process calls paramsReloadForTesting()
 // after setting them, and the restore re-reads them too.  A forked rank sets its own with ::setenv.
 #pragma once
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace loom::testing {
 

@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "core/wait.h"
+#include "base/wait.h"
 
 namespace loom::testing {
 

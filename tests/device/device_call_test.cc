@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/datatypes.h"
-#include "core/params.h"
+#include "base/datatypes.h"
+#include "base/params.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/reference.h"

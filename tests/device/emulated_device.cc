@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "algos/reduce_kernels.h"
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 
 namespace loom::testing {
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/params.h"
+#include "runtime/comm.h"
+#include "base/params.h"
 #include "device/device_api.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"

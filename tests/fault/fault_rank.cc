@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/unique_id.h"
+#include "bootstrap/unique_id.h"
 #include "loom.h"
 
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/params.h"
+#include "base/socket.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;

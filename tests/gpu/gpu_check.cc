@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/datatypes.h"
+#include "base/datatypes.h"
 #include "algos/device_kernels.h"
 #include "device/device_api.h"
 #include "loom.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "runtime/comm.h"
 #include "loom.h"
 
 namespace {

@@ -31,7 +31,7 @@ log=$build/build.log
 # ThreadSanitizer looks at the suites where threads of one process share data (the bootstrap, the
 # transports' I/O threads, streams and progress engines, loomCommInitAll, the device paths); the kernel,
 # topology and 3-rank matrix suites run one thread per process and are AddressSanitizer's alone.
-suites=(core_test transport_test p2p_test api_test device_test)
+suites=(base_test bootstrap_test transport_test p2p_test api_test device_test)
 [ "$kind" = address ] && suites+=(algos_test topo_test collectives_test allreduce_test)
 if ! ninja -C "$build" -j "${SANITIZE_JOBS:-$(nproc)}" "${suites[@]}" > "$log" 2>&1; then
   tail -n 60 "$log"; exit 1
@@ -56,7 +56,7 @@ suite() {  # suite NAME [gtest args...]: runs one suite, its output kept for the
     failed+=("$name")
   fi
 }
-for t in core_test transport_test p2p_test api_test device_test; do suite $t; done
+for t in base_test bootstrap_test transport_test p2p_test api_test device_test; do suite $t; done
 if [ "$kind" = address ]; then
   suite algos_test
   suite topo_test

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topo/decisions.h"
 #include "topo/topo_fixture.h"
 #include "tests/common/scoped_env.h"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "transport/emulated_verbs.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/ib/mr_cache.h"

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "loom_build_config.h"
 #include "tests/common/scoped_env.h"
 #include "transport/socket/socket_transport.h"

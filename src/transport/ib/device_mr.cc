@@ -7,7 +7,7 @@
 #include <list>
 #include <mutex>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "device/device_api.h"
 
 namespace loom {
@@ -90,7 +90,7 @@ ibv_mr* deviceRegistration(const VerbsApi& api, DeviceApi* device, ibv_pd* pd, c
   if (mr == nullptr) return nullptr;
   gEntries->push_front(CachedRegistration{&api, pd, a.id, a.base, mr});
   // Over the bound: the least recently used go (not this call's: it was used last).
-  const size_t keep = static_cast<size_t>(params().IB_GDR_CACHE);  // at least 1 (core/params.h)
+  const size_t keep = static_cast<size_t>(params().IB_GDR_CACHE);  // at least 1 (base/params.h)
   while (gEntries->size() > keep) {
     gEntries->back().api->deregMr(gEntries->back().mr);
     gEntries->pop_back();

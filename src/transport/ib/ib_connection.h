@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/mr_cache.h"
 #include "transport/net/hello.h"

@@ -3,9 +3,9 @@
 #include <map>
 #include <mutex>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 
 namespace loom {
 

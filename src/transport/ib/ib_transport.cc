@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transport/ib/ib_connection.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/ib_wires.h"
@@ -135,7 +135,7 @@ loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* inf
   const IbDevice& d = ibDevice();
   if (d.context == nullptr) return setError(loomSystemError, "ib: %s", d.error.c_str());
   int nqps = 1;
-  // The receiving side publishes its count and the sender follows it (1..kMaxQps: core/params.h).
+  // The receiving side publishes its count and the sender follows it (1..kMaxQps: base/params.h).
   nqps = static_cast<int>(params().IB_QPS_PER_CONNECTION);
   const RingShape shape = netRingShape();
   auto conn = std::make_unique<IbConnection>(d, shape.nslots, shape.slotBytes, nqps);

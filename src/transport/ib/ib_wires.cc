@@ -4,9 +4,9 @@
 #include <cstring>
 #include <functional>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "device/device_api.h"
 #include "transport/ib/device_mr.h"
 

@@ -6,7 +6,7 @@
 #include <deque>
 #include <mutex>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace loom {
 

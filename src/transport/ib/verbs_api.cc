@@ -6,13 +6,13 @@
 #include <fstream>
 #include <string>
 
-#include "core/dynlib.h"
+#include "base/dynlib.h"
 
 namespace loom {
 
 namespace {
 
-// rdma-core, opened when the ib transport is first asked for a device (core/dynlib.h says why not linked).
+// rdma-core, opened when the ib transport is first asked for a device (base/dynlib.h says why not linked).
 struct RdmaCore {
   decltype(&::ibv_get_device_list) getDeviceList;
   decltype(&::ibv_free_device_list) freeDeviceList;

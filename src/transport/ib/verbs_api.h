@@ -1,7 +1,7 @@
 // Every libibverbs and librdmacm call the ib transport makes goes through this table, so that the
 // transport's whole protocol can run against an emulated device in tests
 // (tests/transport/emulated_verbs.h) on machines without an RDMA NIC.  The real table calls rdma-core,
-// which libloom opens at run time (core/dynlib.h), the first time the ib transport looks for a device;
+// which libloom opens at run time (base/dynlib.h), the first time the ib transport looks for a device;
 // ibv_post_send/recv and ibv_poll_cq, inline in verbs.h, become real functions here.
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <random>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace loom {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/socket.h"
+#include "base/socket.h"
 #include "transport/transport.h"
 
 namespace loom {

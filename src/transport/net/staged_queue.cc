@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/params.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "base/params.h"
+#include "base/wait.h"
 
 namespace loom {
 

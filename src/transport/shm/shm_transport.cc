@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "transport/shm/shm_segment.h"
 
 namespace loom {
@@ -268,7 +268,7 @@ bool ShmTransport::reaches(const PeerInfo& self, const PeerInfo& peer, Transport
 }
 
 loomResult_t ShmTransport::createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) {
-  // Both in the ranges core/params.h declares (checked at init): nslots <= kMaxSlots, 64-byte slots.
+  // Both in the ranges base/params.h declares (checked at init): nslots <= kMaxSlots, 64-byte slots.
   const int64_t nslots = params().SHM_NSLOTS, slotBytes = params().SHM_SLOT_SIZE;
   ShmConnectInfo ci{};
   std::string name = segmentName(req, req.peer, req.self);

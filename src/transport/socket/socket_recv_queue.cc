@@ -3,10 +3,10 @@
 
 #include <cstring>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
+#include "base/wait.h"
 #include "transport/net/hello.h"
 #include "transport/socket/socket_queues.h"
 
@@ -101,7 +101,7 @@ bool SocketRecvQueue::advance() {
   }
 }
 
-// Waits as core/wait.h does (spin, yield, then sleep with the same bounds), sleeping in poll() on the
+// Waits as base/wait.h does (spin, yield, then sleep with the same bounds), sleeping in poll() on the
 // sockets, so that the data itself wakes the rank.
 template <typename Done>
 loomResult_t SocketRecvQueue::waitFor(Done done, const WaitContext& ctx) {

@@ -1,9 +1,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "core/params.h"
-#include "core/socket.h"
-#include "core/wait.h"
+#include "base/params.h"
+#include "base/socket.h"
+#include "base/wait.h"
 #include "transport/socket/socket_queues.h"
 
 namespace loom {

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transport/net/hello.h"
 #include "transport/socket/socket_queues.h"
 
@@ -30,7 +30,7 @@ bool SocketTransport::reaches(const PeerInfo& self, const PeerInfo& peer, Transp
 
 loomResult_t SocketTransport::createRecv(const ConnectRequest& req, ConnectInfo* info,
                                          std::unique_ptr<RecvQueue>* recv) {
-  // LOOM_NSOCKS lies in 1..kMaxSockets (core/params.h checks it at init).
+  // LOOM_NSOCKS lies in 1..kMaxSockets (base/params.h checks it at init).
   int fd = -1;
   NetListenInfo ci;
   LOOM_CHECK(listenAndPublish(kSocketMagic, static_cast<int32_t>(params().NSOCKS), info, &ci, &fd));

@@ -1,6 +1,6 @@
 #include "transport/ucx/ucx_api.h"
 
-#include "core/dynlib.h"
+#include "base/dynlib.h"
 
 namespace loom {
 

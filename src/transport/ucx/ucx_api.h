@@ -1,5 +1,5 @@
 // UCX's functions, as the ucx transport calls them: from libucp and libucs, opened at run time the first
-// time the transport is used (core/dynlib.h says why libloom does not link UCX: loading UCX installs its
+// time the transport is used (base/dynlib.h says why libloom does not link UCX: loading UCX installs its
 // signal handlers and memory hooks in the process).  Each member is named after the function it holds.
 #pragma once
 

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transport/net/hello.h"
 #include "transport/net/staged_queue.h"
 #include "transport/ucx/ucx_api.h"

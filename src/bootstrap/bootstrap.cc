@@ -1,0 +1,564 @@
+#include "bootstrap/bootstrap.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "bootstrap/incoming_frames.h"
+#include "base/log.h"
+#include "base/params.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x4c4d4253;  // "LMBS"
+
+struct HelloPayload {
+  int32_t rank;
+  int32_t nranks;
+  PackedAddress listen;
+};
+
+bool secretsEqual(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;  // constant time
+  for (int i = 0; i < kSecretBytes; ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+FrameHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int tag, uint64_t len) {
+  FrameHeader h{};
+  h.magic = kFrameMagic;
+  h.type = static_cast<uint16_t>(type);
+  std::memcpy(h.secret, id.secret, kSecretBytes);
+  h.from = from;
+  h.tag = tag;
+  h.length = len;
+  return h;
+}
+
+// A Table frame with this tag lists the ranks that never joined, instead of the table.
+constexpr int kMissingTag = 1;
+
+Deadline earlier(const Deadline& a, double seconds) {
+  Deadline b = Deadline::afterSeconds(seconds);
+  return a.remainingMs(1 << 30) < b.remainingMs(1 << 30) ? a : b;
+}
+
+}  // namespace
+
+bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
+  if (h.magic != kFrameMagic) return *why = "bad magic", false;
+  if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
+  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Ping))
+    return *why = "unknown frame type " + std::to_string(h.type), false;
+  if (h.from < 0 || (nranks > 0 && h.from >= nranks)) return *why = "sender rank out of range", false;
+  if (h.length > kMaxFrameBytes) return *why = "frame length " + std::to_string(h.length) + " above limit", false;
+  return true;
+}
+
+// ---- root ----
+
+void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
+  Deadline deadline = Deadline::afterSeconds(timeoutSec);
+  int nranks = -1, joined = 0;
+  std::vector<int> fds;
+  std::vector<PackedAddress> table;
+  // Hellos are read from every connected client at once, each with its own deadline (incoming_frames.h),
+  // so that a slow or silent client (slowloris) cannot hold up the ranks behind it.
+  IncomingFrames incoming("bootstrap root", [&](const FrameHeader& h, std::string* why) -> long long {
+    if (!validateFrameHeader(h, id.secret, 0, why)) return -1;
+    if (h.type != static_cast<uint16_t>(FrameType::Hello) || h.length != sizeof(HelloPayload))
+      return *why = "not a hello", -1;
+    return static_cast<long long>(sizeof(HelloPayload));
+  });
+  while (nranks < 0 || joined < nranks) {
+    IncomingFrames::Frame f;
+    const loomResult_t r = incoming.next(listenFd, deadline, nullptr, &f);
+    if (r == loomTimeout) {
+      LOOM_WARN(kBootstrap, "bootstrap root: only %d of %d ranks joined within LOOM_TIMEOUT; giving up", joined,
+                nranks);
+      break;
+    }
+    if (r != loomSuccess) break;
+    HelloPayload hello{};
+    std::memcpy(&hello, f.payload.data(), sizeof hello);
+    const char* bad = nullptr;
+    if (hello.nranks < 1 || (nranks > 0 && hello.nranks != nranks) || hello.rank < 0 || hello.rank >= hello.nranks)
+      bad = "rank or size out of range, or another job size";
+    else if (nranks > 0 && fds[hello.rank] >= 0)
+      bad = "that rank already joined";
+    if (bad != nullptr) {
+      LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)", bad);
+      close(f.fd);
+      continue;
+    }
+    if (nranks < 0) {
+      nranks = hello.nranks;
+      fds.assign(nranks, -1);
+      table.assign(nranks, PackedAddress{});
+    }
+    fds[hello.rank] = f.fd;
+    table[hello.rank] = hello.listen;
+    ++joined;
+  }
+  if (nranks > 0 && joined < nranks) {
+    // Tell the ranks that did join which ones never came, so that each can name them (tag kMissingTag).
+    std::vector<int32_t> missing;
+    for (int r = 0; r < nranks; ++r)
+      if (fds[r] < 0) missing.push_back(r);
+    const Deadline d = Deadline::afterSeconds(1.0);
+    for (int r = 0; r < nranks; ++r) {
+      if (fds[r] < 0) continue;
+      FrameHeader h = makeHeader(id, FrameType::Table, 0, kMissingTag, missing.size() * sizeof(int32_t));
+      if (sendAll(fds[r], &h, sizeof(h), d, nullptr, "bootstrap root: report missing ranks") == loomSuccess)
+        sendAll(fds[r], missing.data(), h.length, d, nullptr, "bootstrap root: report missing ranks");
+    }
+  }
+  if (nranks > 0 && joined == nranks) {
+    for (int r = 0; r < nranks; ++r) {
+      FrameHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
+      if (sendAll(fds[r], &h, sizeof(h), deadline, nullptr, "bootstrap root: send table") != loomSuccess ||
+          sendAll(fds[r], table.data(), h.length, deadline, nullptr, "bootstrap root: send table") != loomSuccess)
+        LOOM_WARN(kBootstrap, "bootstrap root: could not send the table to rank %d", r);
+    }
+  }
+  for (int& fd : fds) closeSocket(&fd);
+  close(listenFd);
+}
+
+// ---- rank side ----
+
+namespace {
+
+// The root went away or stayed silent before sending the table.  Under LOOM_COMM_ID the root runs in
+// rank 0; with loomGetUniqueId, in the process that made the id (usually rank 0's).
+loomResult_t explainRootSilence(loomResult_t r, int rank, const SocketAddress& root) {
+  const std::string detail = lastErrorDetail();
+  const std::string who = params().COMM_ID.empty()
+                              ? "the bootstrap root at " + root.toString() + " (in the process that called loomGetUniqueId)"
+                              : "rank 0, the bootstrap root at " + root.toString() + " (LOOM_COMM_ID),";
+  return setError(r, "rank %d: %s stopped before sending the table of ranks (%s)", rank, who.c_str(), detail.c_str());
+}
+
+}  // namespace
+
+loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
+                               const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->id_ = id;
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->timeoutSec_ = timeoutSec;
+  b->abort_ = abort;
+  // What may arrive at our listener: ring connections, point-to-point messages, failure notices and
+  // liveness pings of this job; anything else is dropped (a port scanner, an old job) and logged.
+  b->incoming_ = std::make_unique<IncomingFrames>("rank " + std::to_string(rank), [b = b.get()](
+      const FrameHeader& h, std::string* why) -> long long {
+    if (!validateFrameHeader(h, b->id_.secret, b->nranks_, why)) return -1;
+    switch (static_cast<FrameType>(h.type)) {
+      case FrameType::Ring:
+      case FrameType::Ping: return 0;
+      case FrameType::P2p:
+      case FrameType::Failure: return static_cast<long long>(h.length);
+      default: return *why = "unexpected frame type " + std::to_string(h.type), -1;
+    }
+  });
+  Deadline d = b->deadline();
+
+  // Our listener, on the interface that reaches the root's network (same selection rules).
+  SocketAddress me{};
+  std::string iface;
+  LOOM_CHECK(findInterfaceAddress(&me, &iface));
+  reinterpret_cast<sockaddr_in*>(&me.storage)->sin_port = 0;
+  LOOM_CHECK(listenSocket(&me, &b->listenFd_));
+
+  SocketAddress root = id.root.unpack();
+  int fd = -1;
+  loomResult_t r = connectSocket(root, d, abort, &fd);
+  if (r != loomSuccess) {
+    const std::string detail = lastErrorDetail();
+    r = setError(r, "rank %d could not reach %s at %s: %s", rank,
+                 params().COMM_ID.empty() ? "the bootstrap root" : "rank 0, the bootstrap root (LOOM_COMM_ID),",
+                 root.toString().c_str(), detail.c_str());
+    if (!params().COMM_ID.empty()) setLastErrorPeer(0);
+    return r;
+  }
+  HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
+  r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
+  FrameHeader h{};
+  // The root gives up after its own LOOM_TIMEOUT and then says which ranks never came: wait a little
+  // longer than that to hear it.
+  const Deadline tableDeadline = Deadline::afterSeconds(timeoutSec + 2);
+  if (r == loomSuccess) {
+    r = b->readHeader(fd, tableDeadline, "bootstrap: waiting for the root's table", &h);
+    if (r != loomSuccess) r = explainRootSilence(r, rank, root);
+  }
+  if (r == loomSuccess && h.type == static_cast<uint16_t>(FrameType::Table) && h.tag == kMissingTag &&
+      h.length % sizeof(int32_t) == 0 && h.length <= static_cast<uint64_t>(nranks) * sizeof(int32_t)) {
+    std::vector<int32_t> missing(h.length / sizeof(int32_t));
+    std::string names;
+    if (recvAll(fd, missing.data(), h.length, tableDeadline, abort, "bootstrap: read missing ranks") == loomSuccess)
+      for (int32_t m : missing) names += (names.empty() ? "rank " : ", rank ") + std::to_string(m);
+    closeSocket(&fd);
+    return setError(loomTimeout, "bootstrap: %s never joined within LOOM_TIMEOUT (the root at %s waited for %s)",
+                    names.empty() ? "some rank" : names.c_str(), root.toString().c_str(),
+                    missing.size() == 1 ? "it" : "them");
+  }
+  if (r == loomSuccess && (h.type != static_cast<uint16_t>(FrameType::Table) ||
+                           h.length != static_cast<uint64_t>(nranks) * sizeof(PackedAddress)))
+    r = setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
+                 "ranks pass the same nranks?", static_cast<unsigned long long>(h.length), nranks);
+  if (r == loomSuccess) {
+    b->peers_.resize(nranks);
+    r = recvAll(fd, b->peers_.data(), h.length, d, abort, "bootstrap: read table");
+  }
+  closeSocket(&fd);
+  if (r != loomSuccess) return r;
+  LOOM_INFO(kBootstrap, "rank %d/%d listens on %s (%s), root %s", rank, nranks, me.toString().c_str(), iface.c_str(),
+            root.toString().c_str());
+
+  if (nranks > 1) {
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    // Every rank listens before it says hello to the root, so a refused connection now means the rank
+    // is gone: no retrying until the timeout.
+    r = connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_, /*retryRefused=*/false);
+    if (r != loomSuccess)
+      setError(r, "bootstrap: rank %d cannot reach rank %d (%s) to form the ring: %s", rank, next,
+               b->peerAddress(next).c_str(), std::string(lastErrorDetail()).c_str());
+    if (r == loomSuccess) r = b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello");
+    if (r != loomSuccess) return b->blameAndAnnounce(r, next);
+    auto lastKnock = Deadline::Clock::now();
+    while (b->ringRecvFd_ < 0) {
+      for (auto it = b->unexpected_.begin(); it != b->unexpected_.end(); ++it) {
+        if (it->type == FrameType::Ring && it->from == prev) {
+          b->ringRecvFd_ = it->fd;
+          b->unexpected_.erase(it);
+          break;
+        }
+      }
+      if (b->ringRecvFd_ >= 0) break;
+      int culprit = -1, from = -1;
+      const size_t queued = b->unexpected_.size();
+      const bool failed = b->failureAnnounced(&culprit, &from);  // also takes in whatever is pending
+      if (!failed && b->unexpected_.size() != queued) continue;
+      if (failed) {
+        setError(loomRemoteError, "bootstrap: rank %d announced that rank %d failed", from, culprit);
+        return b->blameAndAnnounce(loomRemoteError, from);
+      }
+      {
+        QuietErrors quiet;  // a slice ending is not news
+        r = b->acceptOne(earlier(d, 0.2));
+      }
+      if (r == loomTimeout && !d.expired()) {
+        // Once a second: a previous rank that died before connecting would otherwise cost the timeout.
+        if (Deadline::Clock::now() - lastKnock < std::chrono::seconds(1)) continue;
+        lastKnock = Deadline::Clock::now();
+        if (b->peerAlive(prev)) continue;
+        setError(loomRemoteError, "bootstrap: rank %d (%s) is gone before joining the ring", prev,
+                 b->peerAddress(prev).c_str());
+        return b->blameAndAnnounce(loomRemoteError, prev);
+      }
+      if (r == loomTimeout)
+        setError(r, "bootstrap: rank %d waited LOOM_TIMEOUT for rank %d (%s) to join the ring", rank, prev,
+                 b->peerAddress(prev).c_str());
+      if (r != loomSuccess) return b->blameAndAnnounce(r, prev);
+    }
+  }
+  *out = std::move(b);
+  return loomSuccess;
+}
+
+Bootstrap::~Bootstrap() {
+  closeSocket(&listenFd_);
+  closeSocket(&ringSendFd_);
+  closeSocket(&ringRecvFd_);
+  for (auto& m : unexpected_) closeSocket(&m.fd);
+}
+
+std::string Bootstrap::peerAddress(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return "?";
+  return peers_[peer].unpack().toString();
+}
+
+loomResult_t Bootstrap::writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
+                                   const char* what) {
+  FrameHeader h = makeHeader(id_, type, rank_, tag, len);
+  LOOM_CHECK(sendAll(fd, &h, sizeof(h), d, abort_, what));
+  if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, abort_, what));
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, FrameHeader* h) {
+  LOOM_CHECK(recvAll(fd, h, sizeof(*h), d, abort_, what));
+  std::string why;
+  if (!validateFrameHeader(*h, id_.secret, nranks_, &why))
+    return setError(loomRemoteError, "%s: invalid frame (%s)", what, why.c_str());
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::acceptOne(const Deadline& d) {
+  for (;;) {
+    IncomingFrames::Frame f;
+    const loomResult_t r = incoming_->next(listenFd_, d, abort_, &f);
+    if (r == loomTimeout)
+      return setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a peer to connect", rank_);
+    LOOM_CHECK(r);
+    const FrameType type = static_cast<FrameType>(f.header.type);
+    if (type == FrameType::Ping) {  // a liveness check (peerAlive): nothing to keep
+      close(f.fd);
+      continue;
+    }
+    Message m{type, f.header.from, f.header.tag, std::move(f.payload), -1};
+    if (type == FrameType::Ring) m.fd = f.fd;  // the ring's data follows on this connection
+    else close(f.fd);
+    unexpected_.push_back(std::move(m));
+    return loomSuccess;
+  }
+}
+
+loomResult_t Bootstrap::send(int peer, int tag, const void* data, size_t len) {
+  Deadline d = deadline();
+  int fd = -1;
+  // The peer has listened since before the table existed: refused means it is gone (no retrying).
+  loomResult_t r = connectSocket(peers_[peer].unpack(), d, abort_, &fd, /*retryRefused=*/false);
+  if (r != loomSuccess) {
+    r = setError(r, "bootstrap: rank %d cannot reach rank %d at %s: %s", rank_, peer, peerAddress(peer).c_str(),
+                 std::string(lastErrorDetail()).c_str());
+    setLastErrorPeer(peer);
+    return r;
+  }
+  r = writeFrame(fd, FrameType::P2p, tag, data, len, d, "bootstrap: send");
+  closeSocket(&fd);
+  return r;
+}
+
+loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len) {
+  Deadline d = deadline();
+  for (;;) {
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if (it->type != FrameType::P2p || it->from != peer || it->tag != tag) continue;
+      if (it->payload.size() != len)
+        return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu",
+                        rank_, len, peer, tag, it->payload.size());
+      if (len > 0) std::memcpy(data, it->payload.data(), len);
+      unexpected_.erase(it);
+      return loomSuccess;
+    }
+    int culprit = -1, from = -1;
+    const size_t queued = unexpected_.size();
+    const bool failed = failureAnnounced(&culprit, &from);  // also takes in whatever is pending
+    if (!failed && unexpected_.size() != queued) continue;  // maybe the awaited message: look again
+    if (failed) {
+      loomResult_t r = setError(loomRemoteError, "bootstrap: rank %d announced that rank %d failed while rank %d "
+                                "waited for a message from rank %d", from, culprit, rank_, peer);
+      setLastErrorPeer(from);
+      return r;
+    }
+    // In slices, to look between them whether the peer is still there at all (a slice ending is not news).
+    loomResult_t r;
+    {
+      QuietErrors quiet;
+      r = acceptOne(earlier(d, 1.0));
+    }
+    if (r == loomTimeout && !d.expired()) {
+      if (peerAlive(peer)) continue;
+      r = setError(loomRemoteError, "bootstrap: rank %d was waiting for a message from rank %d (%s), which is gone",
+                   rank_, peer, peerAddress(peer).c_str());
+      setLastErrorPeer(peer);
+      return r;
+    }
+    if (r == loomTimeout) {
+      r = setError(loomTimeout, "bootstrap: rank %d waited LOOM_TIMEOUT for a message from rank %d (%s)", rank_, peer,
+                   peerAddress(peer).c_str());
+      setLastErrorPeer(peer);
+      return r;
+    }
+    LOOM_CHECK(r);
+  }
+}
+
+loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  if (nranks_ == 1) return loomSuccess;
+  int lost = -1;
+  const loomResult_t r = ringAllGather(data, bytesPerRank, &lost);
+  return r == loomSuccess || lost < 0 ? r : blameAndAnnounce(r, lost);
+}
+
+bool Bootstrap::failureAnnounced(int* culprit, int* from) {
+  QuietErrors quiet;
+  const std::string keep = lastError();
+  // New connections, and those whose first frame is still arriving: take what is there, never wait
+  // (this runs between the sleeps of every blocked call).
+  pollfd p{listenFd_, POLLIN, 0};
+  while ((::poll(&p, 1, 0) > 0 || incoming_->pendingCount() > 0) && acceptOne(Deadline::afterSeconds(0)) == loomSuccess) {
+  }
+  restoreLastError(keep);
+  for (const Message& m : unexpected_) {
+    const int named = announcedCulprit(m);
+    if (named < 0) continue;
+    *culprit = named;
+    *from = m.from;
+    return true;
+  }
+  return false;
+}
+
+int Bootstrap::announcedCulprit(const Message& m) const {
+  int32_t named = -1;
+  if (m.type != FrameType::Failure || m.payload.size() != sizeof named) return -1;
+  std::memcpy(&named, m.payload.data(), sizeof named);
+  return named >= 0 && named < nranks_ && named != rank_ ? named : -1;
+}
+
+bool Bootstrap::peerAlive(int peer) {
+  // Its listener lives as long as its communicator: a refused connection means the rank is gone.  A
+  // Ping frame says why we knocked (dropped silently there); anything slow or odd counts as alive.
+  // Gone only when refused twice, 100 ms apart: one refusal is not proof enough to fail a communicator.
+  QuietErrors quiet;
+  const std::string keep = lastError();
+  loomResult_t r = loomSuccess;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) usleep(100 * 1000);
+    const Deadline d = Deadline::afterSeconds(0.2);
+    int fd = -1;
+    r = connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false);
+    if (r == loomSuccess) {
+      writeFrame(fd, FrameType::Ping, 0, nullptr, 0, d, "bootstrap: ping");
+      closeSocket(&fd);
+    }
+    if (r != loomRemoteError) break;
+  }
+  restoreLastError(keep);
+  return r != loomRemoteError;
+}
+
+int Bootstrap::blame(int lost) {
+  // A peer that stopped because of an earlier failure sent its notice before closing its connections,
+  // so the notice is already queued at our listener: take what is pending (a short wait, on an error path).
+  const std::string keep = lastError();
+  QuietErrors quiet;
+  while (acceptOne(Deadline::afterSeconds(0.02)) == loomSuccess) {
+  }
+  // What `lost` announced wins; else what anyone announced (the failure is the same one); else `lost`.
+  int fromLost = -1, fromAnyone = -1;
+  for (const Message& m : unexpected_) {
+    const int named = announcedCulprit(m);
+    if (named >= 0 && m.from == lost && fromLost < 0) fromLost = named;
+    if (named >= 0 && fromAnyone < 0) fromAnyone = named;
+  }
+  restoreLastError(keep);  // the drain records its own timeout
+  return fromLost >= 0 ? fromLost : fromAnyone >= 0 ? fromAnyone : lost;
+}
+
+void Bootstrap::announceFailure(int culprit, bool everyone) {
+  const std::string keep = lastError();
+  QuietErrors quiet;
+  const int32_t notice = culprit;
+  const Deadline total = Deadline::afterSeconds(1.0);
+  std::vector<int> to;
+  if (everyone) {
+    for (int p = 0; p < nranks_; ++p) to.push_back(p);
+  } else {
+    to = {(rank_ + 1) % nranks_, (rank_ + nranks_ - 1) % nranks_};
+  }
+  for (int peer : to) {
+    if (peer == culprit || peer == rank_ || total.expired()) continue;
+    const Deadline d = earlier(total, 0.1);
+    int fd = -1;
+    if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) continue;  // gone too
+    FrameHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
+    if (sendAll(fd, &h, sizeof h, d, nullptr, "bootstrap: failure notice") == loomSuccess)
+      sendAll(fd, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
+    closeSocket(&fd);
+  }
+  restoreLastError(keep);
+}
+
+loomResult_t Bootstrap::blameAndAnnounce(loomResult_t r, int lost) {
+  const std::string detail = lastErrorDetail();
+  const int culprit = blame(lost);
+  announceFailure(culprit, /*everyone=*/true);
+  if (culprit == lost) return r;
+  return setError(r, "bootstrap: rank %d (%s) failed or died; rank %d left the ring after noticing it (%s)", culprit,
+                  peerAddress(culprit).c_str(), lost, detail.c_str());
+}
+
+loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost) {
+  char* base = static_cast<char*>(data);
+  Deadline d = deadline();
+  int prev = (rank_ + nranks_ - 1) % nranks_;
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    int sendSlot = (rank_ - step + nranks_) % nranks_;
+    int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
+    int tag = static_cast<int>(ringSeq_++ & 0x7fffffff);
+    // Send and receive at once so that large slots cannot deadlock the ring on full socket buffers.
+    FrameHeader sh = makeHeader(id_, FrameType::RingData, rank_, tag, bytesPerRank), rh{};
+    struct Io {
+      char* p;
+      size_t left;
+    } out[2] = {{reinterpret_cast<char*>(&sh), sizeof(sh)}, {base + sendSlot * bytesPerRank, bytesPerRank}},
+      in[2] = {{reinterpret_cast<char*>(&rh), sizeof(rh)}, {base + recvSlot * bytesPerRank, bytesPerRank}};
+    int oi = 0, ii = 0;
+    while (oi < 2 || ii < 2) {
+      while (oi < 2 && out[oi].left == 0) ++oi;
+      while (ii < 2 && in[ii].left == 0) {
+        if (++ii == 1) {  // header complete: check it before trusting the payload
+          std::string why;
+          if (!validateFrameHeader(rh, id_.secret, nranks_, &why) || rh.from != prev ||
+              rh.type != static_cast<uint16_t>(FrameType::RingData) || rh.tag != tag || rh.length != bytesPerRank)
+            return setError(loomInvalidUsage, "bootstrap allgather: rank %d got a bad frame from rank %d (%s); do "
+                            "all ranks call the same collective?", rank_, prev, why.empty() ? "size or sequence" : why.c_str());
+        }
+      }
+      if (oi == 2 && ii == 2) break;
+      pollfd p[3];
+      int np = 0;
+      if (oi < 2) p[np++] = {ringSendFd_, POLLOUT, 0};
+      if (ii < 2) p[np++] = {ringRecvFd_, POLLIN, 0};
+      p[np++] = {listenFd_, POLLIN, 0};  // a failure notice ends the wait at once
+      if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap allgather: communicator aborted");
+      int rc = poll(p, np, d.remainingMs(100));
+      if (rc < 0 && errno != EINTR) return setError(loomSystemError, "bootstrap allgather: poll: %s", strerror(errno));
+      if (rc <= 0) {
+        if (d.expired())
+          return *lost = prev, setError(loomTimeout, "bootstrap allgather: rank %d waited LOOM_TIMEOUT on rank %d (%s)",
+                                        rank_, prev, peerAddress(prev).c_str());
+        continue;
+      }
+      for (int k = 0; k < np; ++k) {
+        if (p[k].revents == 0) continue;
+        int culprit = -1, from = -1;
+        if (p[k].fd == listenFd_ && failureAnnounced(&culprit, &from))
+          return *lost = from, setError(loomRemoteError, "bootstrap allgather: rank %d announced that rank %d failed",
+                                        from, culprit);
+        if (p[k].fd == ringSendFd_ && oi < 2) {
+          ssize_t n = ::send(ringSendFd_, out[oi].p, out[oi].left, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (n > 0) out[oi].p += n, out[oi].left -= static_cast<size_t>(n);
+          else if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return *lost = (rank_ + 1) % nranks_,
+                   setError(loomRemoteError, "bootstrap allgather: rank %d lost its connection to rank %d: %s", rank_,
+                            (rank_ + 1) % nranks_, strerror(errno));
+        } else if (p[k].fd == ringRecvFd_ && ii < 2) {
+          ssize_t n = ::recv(ringRecvFd_, in[ii].p, in[ii].left, MSG_DONTWAIT);
+          if (n > 0) in[ii].p += n, in[ii].left -= static_cast<size_t>(n);
+          else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return *lost = prev, setError(loomRemoteError, "bootstrap allgather: rank %d (%s) closed its connection to "
+                                          "rank %d", prev, peerAddress(prev).c_str(), rank_);
+        }
+      }
+    }
+  }
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::barrier() {
+  std::vector<char> dummy(nranks_);
+  return allGather(dummy.data(), 1);
+}
+
+}  // namespace loom

@@ -1,0 +1,118 @@
+// Bootstrap: how ranks find each other before any data transport exists.
+//
+//   1. Every rank opens a listener and sends (rank, nranks, listener address) to the root, whose address
+//      is in the unique id; the root answers each rank with the table of all listeners.
+//   2. Each rank connects to the next rank's listener: a ring used for allGather/barrier.
+//      When a ring connection breaks, the rank tells its ring neighbours which rank failed before it
+//      gives up (each survivor then names the rank that died, not the neighbour that left after it).
+//   3. send/recv(peer, tag) carry small point-to-point messages (transport connection setup), each over
+//      a short-lived connection; messages that arrive before they are asked for are kept.
+// Every frame carries the communicator secret and a bounded length; anything else is dropped and logged.
+// Every wait is bounded by the deadline the communicator gives (LOOM_TIMEOUT) and by its abort flag.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/unique_id.h"
+
+namespace loom {
+class IncomingFrames;
+
+// Failure: "I am leaving the ring because rank X failed", sent to the ring neighbours by a rank whose
+// ring connection broke, so that the failure that spreads around the ring is reported as X's.
+// Ping: a liveness check (peerAlive), dropped on arrival.
+enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6, Ping = 7 };
+
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t reserved;
+  uint8_t secret[kSecretBytes];
+  int32_t from;
+  int32_t tag;
+  uint64_t length;
+};
+
+constexpr uint64_t kMaxFrameBytes = 64ull << 20;
+
+// Checks a received header (magic, secret, type, sender range, length bound).  Pure: used by the
+// bootstrap, its tests and the fuzzer.  Returns false with a reason.
+bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why);
+
+// Runs the root side of step 1 on an open listener; returns when every rank got its table, or on failure
+// or deadline.  Called on a detached thread by loomGetUniqueId (or by rank 0 in LOOM_COMM_ID mode).
+void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec);
+
+class Bootstrap {
+ public:
+  static loomResult_t create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
+                             const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+  // data holds nranks slots of bytesPerRank; this rank's slot is filled in, the others get filled.
+  loomResult_t allGather(void* data, size_t bytesPerRank);
+  loomResult_t barrier();
+  loomResult_t send(int peer, int tag, const void* data, size_t len);
+  // Receives exactly `len` bytes from peer with tag; a different length is loomInvalidUsage.
+  loomResult_t recv(int peer, int tag, void* data, size_t len);
+
+  // Failure notices (FrameType::Failure), so that a failure spreading from rank to rank is reported as
+  // the first one.  blame(lost): the rank that `lost` announced as failed before it let go of its
+  // connections, else `lost` itself.  announceFailure(culprit): tells the ring neighbours, or every rank,
+  // that `culprit` failed; best effort, a second at most.
+  int blame(int lost);
+  // Whether some rank announced a failure (looks at the listener without waiting): *culprit is the rank
+  // it named, *from the announcer.
+  bool failureAnnounced(int* culprit, int* from);
+  // Whether `peer` still listens (its process and communicator exist); false only on a refused connection.
+  bool peerAlive(int peer);
+  void announceFailure(int culprit, bool everyone);
+
+  // The host:port a peer's bootstrap listens on (names peers in error messages).
+  std::string peerAddress(int peer) const;
+
+ private:
+  struct Message {
+    FrameType type;
+    int from;
+    int tag;
+    std::vector<char> payload;
+    int fd;  // for Ring frames: the connection itself
+  };
+
+  Bootstrap() = default;
+  Deadline deadline() const { return Deadline::afterSeconds(timeoutSec_); }
+  // The rank a Failure notice names, or -1 when `m` is not a valid notice.
+  int announcedCulprit(const Message& m) const;
+  // The ring exchange itself; *lost is the neighbour whose connection failed or timed out (else -1).
+  loomResult_t ringAllGather(void* data, size_t bytesPerRank, int* lost);
+  // After the ring broke at neighbour `lost`: blames the rank that neighbour said failed (if it left
+  // because of an earlier failure) or `lost` itself, tells both neighbours, and returns `r` with the
+  // message naming the rank to blame.
+  loomResult_t blameAndAnnounce(loomResult_t r, int lost);
+  // Accepts one connection and reads one frame from it into the unexpected queue.
+  loomResult_t acceptOne(const Deadline& deadline);
+  loomResult_t writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
+                          const char* what);
+  loomResult_t readHeader(int fd, const Deadline& d, const char* what, FrameHeader* h);
+
+  int rank_ = 0, nranks_ = 0;
+  UniqueIdData id_{};
+  double timeoutSec_ = 0;
+  const std::atomic<bool>* abort_ = nullptr;
+  int listenFd_ = -1, ringSendFd_ = -1, ringRecvFd_ = -1;
+  std::vector<PackedAddress> peers_;
+  std::deque<Message> unexpected_;
+  std::unique_ptr<IncomingFrames> incoming_;  // connections to our listener whose first frame is arriving
+  uint32_t ringSeq_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,371 @@
+#include "runtime/comm.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "algos/channels.h"
+#include "algos/selector.h"
+#include "runtime/comm_topology.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "device/device_call.h"
+#include "device/direct_call.h"
+#include "transport/registry.h"
+#include "transport/shm/shm_transport.h"
+
+namespace loom {
+
+namespace {
+
+std::mutex gRegistryMutex;
+std::set<loomComm*>& registry() {
+  static auto* s = new std::set<loomComm*>();
+  return *s;
+}
+
+uint64_t namespaceInode(const char* path) {
+  struct stat st {};
+  return stat(path, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// The kernel this process runs on, by its boot id: its ranks share one set of cores.
+uint64_t machineIdentity() {
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  return hashBytes(bootId.data(), bootId.size());
+}
+
+// Ranks share a host when they share a kernel boot and a network namespace (ranks in different network
+// namespaces are treated as different hosts: that is how containers and the test hosts look).
+uint64_t hostIdentity(const char* hostName, uint64_t machine) {
+  uint64_t h = hashBytes(hostName, std::strlen(hostName), machine);
+  uint64_t netns = namespaceInode("/proc/self/ns/net");
+  return hashBytes(&netns, sizeof(netns), h);
+}
+
+PeerInfo localPeerInfo(int rank) {
+  PeerInfo p{};
+  p.rank = rank;
+  p.pid = static_cast<int32_t>(getpid());
+  gethostname(p.hostName, sizeof(p.hostName) - 1);
+  p.machineHash = machineIdentity();
+  p.hostHash = hostIdentity(p.hostName, p.machineHash);
+  p.pidNamespace = namespaceInode("/proc/self/ns/pid");
+  p.cpuCount = static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  return p;
+}
+
+struct ConnectMessage {
+  uint32_t transportIndex;
+  uint32_t channel;
+  ConnectInfo info;
+};
+
+}  // namespace
+
+loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec) {
+  try {
+    std::thread(runBootstrapRoot, listenFd, id, timeoutSec).detach();
+  } catch (const std::exception& e) {
+    close(listenFd);
+    return setError(loomSystemError, "cannot start the bootstrap root thread: %s", e.what());
+  }
+  return loomSuccess;
+}
+
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config) {
+  auto comm = std::make_unique<loomComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutSec = static_cast<double>(params().TIMEOUT);
+  if (config != nullptr && config->timeoutSec != LOOM_CONFIG_UNDEF_INT) comm->timeoutSec = config->timeoutSec;
+  if (comm->timeoutSec <= 0)
+    return setError(loomInvalidArgument, "timeout must be positive (LOOM_TIMEOUT or config.timeoutSec), got %g",
+                    comm->timeoutSec);
+  if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
+  comm->key = hashBytes(id.secret, sizeof(id.secret));
+  setLogRank(rank);
+
+  if (id.rootInRank0 && rank == 0) {
+    SocketAddress addr = id.root.unpack();
+    int fd = -1;
+    loomResult_t r = listenSocket(&addr, &fd);
+    if (r != loomSuccess)
+      return setError(r, "rank 0 cannot listen on LOOM_COMM_ID=%s: %s", params().COMM_ID.c_str(), lastError());
+    LOOM_CHECK(startRoot(id, fd, comm->timeoutSec));
+  }
+  LOOM_CHECK(Bootstrap::create(id, rank, nranks, comm->timeoutSec, &comm->abortFlag, &comm->bootstrap));
+
+  comm->peers.resize(nranks);
+  comm->peers[rank] = localPeerInfo(rank);
+  LOOM_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  for (int r = 0; r < nranks; ++r) {
+    if (comm->peers[r].rank != r)
+      return setError(loomInternalError, "bootstrap allgather: slot %d holds rank %d", r, comm->peers[r].rank);
+    comm->peers[r].hostName[sizeof(comm->peers[r].hostName) - 1] = '\0';
+  }
+  comm->localRanks = static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.hostHash == comm->peers[rank].hostHash;
+  }));
+  // Whether a waiting rank may spin depends on every rank of this kernel, hosts in network namespaces
+  // included: they take turns on the same cores (4 namespace hosts on 2 cores spun on each other's time).
+  setLocalRanksPerCore(static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.machineHash == comm->peers[rank].machineHash;
+  })));
+  LOOM_CHECK(checkAlgoFilter());
+  LOOM_CHECK(checkNetChoice());
+  LOOM_CHECK(commBuildTopology(comm.get()));
+  comm->connections.resize(1);
+  comm->connections[0].resize(nranks);
+  LOOM_CHECK(comm->fail(tuneCostModel(comm.get())));  // its collectives can lose peers like any other
+  LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
+            comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
+  comm->engine = std::make_unique<ProgressEngine>(rank);  // its thread starts at the first stream call
+  *out = comm.release();
+  registerComm(*out);
+  return loomSuccess;
+}
+
+void commFree(loomComm* comm) {
+  unregisterComm(comm);
+  comm->abortFlag.store(true);
+  if (comm->engine != nullptr)
+    comm->engine->shutdown(loomInvalidUsage, "the communicator was aborted or destroyed before this operation ran");
+  // Calls still running on other threads see the abort flag within one wait slice (100 ms).
+  for (int i = 0; comm->activeCalls.load() > 0 && i < 5000; ++i) usleep(1000);
+  delete comm;
+}
+
+CommCall::CommCall(loomComm* comm) : comm_(nullptr) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  if (comm != nullptr && registry().count(comm)) {
+    comm->activeCalls.fetch_add(1);
+    comm_ = comm;
+    setLogRank(comm->rank);
+  }
+}
+
+CommCall::~CommCall() {
+  if (comm_ != nullptr) comm_->activeCalls.fetch_sub(1);
+}
+
+void registerComm(loomComm* comm) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  registry().insert(comm);
+}
+
+void unregisterComm(loomComm* comm) {
+  std::lock_guard<std::mutex> g(gRegistryMutex);
+  registry().erase(comm);
+}
+
+namespace {
+// Liveness probe run between sleeps: a same-host peer whose process is gone will never answer.  Only
+// the peer waited for counts (others may have finished and exited normally), but the message also names
+// every other vanished peer: the one waited for often stopped because of them.
+bool processGone(const PeerInfo& me, const PeerInfo& p) {
+  return p.hostHash == me.hostHash && p.pidNamespace == me.pidNamespace && p.pid != me.pid && kill(p.pid, 0) != 0 &&
+         errno == ESRCH;
+}
+
+// Whether `peer` closed one of its connections with us (it destroyed or aborted the communicator).
+bool connectionClosed(const loomComm* comm, int peer) {
+  for (const auto& row : comm->connections) {
+    if (peer >= static_cast<int>(row.size())) continue;
+    const Connection& c = row[peer];
+    if ((c.send != nullptr && c.send->peerClosed()) || (c.recv != nullptr && c.recv->peerClosed())) return true;
+  }
+  return false;
+}
+
+std::string probePeers(const void* arg, int waitedFor) {
+  const auto* comm = static_cast<const loomComm*>(arg);
+  const PeerInfo& me = comm->peers[comm->rank];
+  if (waitedFor < 0 || waitedFor >= comm->nranks) return "";
+  if (!processGone(me, comm->peers[waitedFor])) {
+    int culprit = -1, from = -1;
+    if (comm->bootstrap != nullptr && comm->bootstrap->failureAnnounced(&culprit, &from))
+      return "rank " + std::to_string(comm->rank) + " stopped waiting for " + comm->describe(waitedFor) + ": " +
+             comm->describe(from) + " announced that " + comm->describe(culprit) + " failed";
+    if (connectionClosed(comm, waitedFor))
+      return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+             ", which closed its connection (it aborted or destroyed the communicator)";
+    // A rank on another host: knock on its bootstrap listener, at most once a second per communicator.
+    const auto now = std::chrono::steady_clock::now();
+    if (comm->peers[waitedFor].hostHash == me.hostHash || comm->bootstrap == nullptr ||
+        now - comm->lastLivenessProbe < std::chrono::seconds(1))
+      return "";
+    comm->lastLivenessProbe = now;
+    if (comm->bootstrap->peerAlive(waitedFor)) return "";
+    return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+           ", which is gone (its bootstrap listener refuses connections)";
+  }
+  std::string others;
+  for (const PeerInfo& p : comm->peers)
+    if (p.rank != waitedFor && processGone(me, p)) others += (others.empty() ? "" : ", ") + comm->describe(p.rank);
+  return "rank " + std::to_string(comm->rank) + " was waiting for " + comm->describe(waitedFor) +
+         ", which exited or was killed" + (others.empty() ? "" : "; also gone: " + others);
+}
+}  // namespace
+
+}  // namespace loom
+
+using namespace loom;
+
+loomComm::~loomComm() {
+  // A peer on this host that died between creating its receiving segment for us and our opening it
+  // leaves the name behind (the opener unlinks it): remove those names, which are known.
+  if (peers.size() != static_cast<size_t>(nranks) || rank < 0 || rank >= nranks) return;
+  std::vector<int> local;
+  for (const PeerInfo& p : peers)
+    if (p.rank != rank && p.hostHash == peers[rank].hostHash) local.push_back(p.rank);
+  removeShmLeftovers(key, rank, local, static_cast<int>(connections.size()));
+}
+
+loomResult_t loomComm::fail(loomResult_t code) {
+  if (code != loomSuccess && error == loomSuccess) {
+    if ((code == loomRemoteError || code == loomTimeout) && lastErrorPeer() >= 0) explainLostPeer(code, lastErrorPeer());
+    errorMessage = lastError();
+    error = code;
+  }
+  return code;
+}
+
+void loomComm::explainLostPeer(loomResult_t code, int lost) {
+  if (bootstrap == nullptr || lost < 0 || lost >= nranks || lost == rank) return;
+  const std::string detail = lastErrorDetail();
+  // Peers announce whom they blame before they let go of their connections, so a failure that spreads
+  // from rank to rank (each stopping because its neighbour stopped) is reported everywhere as the first.
+  const int culprit = bootstrap->blame(lost);
+  bootstrap->announceFailure(culprit, /*everyone=*/true);
+  if (culprit != lost) setError(code, "%s failed or died first; then: %s", describe(culprit).c_str(), detail.c_str());
+}
+
+const loomComm::UserOp* loomComm::userOp(loomRedOp_t op, loomDataType_t type) const {
+  long i = static_cast<long>(op) - loomNumOps;
+  if (i < 0 || i >= static_cast<long>(userOps.size()) || !userOps[i].live || userOps[i].type != type) return nullptr;
+  return &userOps[i];
+}
+
+const void* loomComm::preMulScalar(loomRedOp_t op, loomDataType_t type) const {
+  const UserOp* u = userOp(op, type);
+  if (u == nullptr) return nullptr;
+  return u->scalarAt != nullptr ? u->scalarAt : u->scalar;
+}
+
+std::string loomComm::describe(int peer) const {
+  if (peer < 0 || peer >= nranks) return "rank ?";
+  return "rank " + std::to_string(peer) + " (host " + peers[peer].hostName + ", pid " +
+         std::to_string(peers[peer].pid) + ")";
+}
+
+WaitContext loomComm::waitContext(const char* what) const {
+  WaitContext ctx;
+  ctx.timeoutSec = timeoutSec;
+  ctx.abort = &abortFlag;
+  ctx.probe = probePeers;
+  ctx.probeArg = this;
+  ctx.describePeer = [](const void* arg, int peer) { return static_cast<const loomComm*>(arg)->describe(peer); };
+  ctx.what = what;
+  return ctx;
+}
+
+loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
+  if (channel >= static_cast<int>(connections.size())) connections.resize(channel + 1);
+  auto& row = connections[channel];
+  row.resize(nranks);
+  std::vector<int> todo;
+  for (int p : wanted)
+    if (p != rank && !row[p].connected() && std::find(todo.begin(), todo.end(), p) == todo.end()) todo.push_back(p);
+  if (todo.empty()) return loomSuccess;
+
+  const auto& all = transports();
+  // Phase 1: build our receiving side for every peer and tell each peer how to reach it.
+  for (int p : todo) {
+    // The topology names the kind of link the pair should use; among the transports that reach the peer,
+    // the one of that kind wins, else the best estimate.
+    const Decision topo = pairTransport(*cluster, rank, p, topoPolicy);
+    int best = -1;
+    bool bestMatches = false;
+    TransportEstimate bestEst;
+    std::string why, bestWhy;
+    for (size_t t = 0; t < all.size(); ++t) {
+      TransportEstimate est;
+      std::string reason;
+      bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
+      why += (why.empty() ? "" : "; ") + reason;
+      const bool matches = all[t]->link() == topo.link;
+      if (ok && (best < 0 || (matches && !bestMatches) ||
+                 (matches == bestMatches && est.bandwidthGBs > bestEst.bandwidthGBs))) {
+        best = static_cast<int>(t);
+        bestMatches = matches;
+        bestEst = est;
+        bestWhy = reason;
+      }
+    }
+    if (best < 0)
+      return fail(setError(loomSystemError, "no transport reaches %s from rank %d: %s (topology: %s, %s)",
+                           describe(p).c_str(), rank, why.c_str(), topo.choice.c_str(), topo.reason.c_str()));
+    LOOM_INFO(kTransport, "rank %d -> %s channel %d: %s (topology: %s, %s%s; %s; est. %.1f GB/s, %.1f us)", rank,
+              describe(p).c_str(), channel, all[best]->name(), topo.choice.c_str(), topo.reason.c_str(),
+              bestMatches ? "" : " -- that transport is not available, using the best other", bestWhy.c_str(),
+              bestEst.bandwidthGBs, bestEst.latencyUs);
+    ConnectRequest req{rank, p, channel, key, &peers[rank], &peers[p]};
+    ConnectMessage msg{};
+    msg.transportIndex = static_cast<uint32_t>(best);
+    msg.channel = static_cast<uint32_t>(channel);
+    row[p].transport = all[best];
+    threadedSends |= all[best]->link() == LinkKind::kNetwork;  // its send queues need flushSends()
+    loomResult_t r = all[best]->createRecv(req, &msg.info, &row[p].recv);
+    if (r == loomSuccess) r = bootstrap->send(p, 1000 + channel, &msg, sizeof(msg));
+    if (r != loomSuccess) {
+      row[p] = Connection();
+      return fail(r);
+    }
+  }
+  // Phase 2: attach to every peer's receiving side.
+  for (int p : todo) {
+    ConnectMessage msg{};
+    loomResult_t r = bootstrap->recv(p, 1000 + channel, &msg, sizeof(msg));
+    if (r == loomSuccess && (msg.transportIndex >= all.size() || all[msg.transportIndex] != row[p].transport))
+      r = setError(loomInternalError, "rank %d and %s chose different transports", rank, describe(p).c_str());
+    if (r == loomSuccess) {
+      ConnectRequest req{rank, p, channel, key, &peers[rank], &peers[p]};
+      r = row[p].transport->connectSend(req, msg.info, &row[p].send);
+    }
+    if (r != loomSuccess) {
+      row[p] = Connection();
+      return fail(r);
+    }
+  }
+  // Phase 3: wait until every peer is attached to our side too.  Without it a rank could finish its
+  // call and tear down its receiving side before a slower peer has attached to it.
+  const char attached = 1;
+  for (int p : todo) LOOM_CHECK(fail(bootstrap->send(p, 2000 + channel, &attached, 1)));
+  for (int p : todo) {
+    char ack = 0;
+    LOOM_CHECK(fail(bootstrap->recv(p, 2000 + channel, &ack, 1)));
+  }
+  return loomSuccess;
+}
+
+loomResult_t loomComm::flushSends() {
+  if (!threadedSends) return loomSuccess;
+  WaitContext ctx = waitContext("flush");
+  for (auto& row : connections)
+    for (size_t p = 0; p < row.size(); ++p)
+      if (row[p].send && row[p].send->needsFlush()) {
+        ctx.peer = static_cast<int>(p);
+        LOOM_CHECK(row[p].send->flush(ctx));
+      }
+  return loomSuccess;
+}

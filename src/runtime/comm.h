@@ -1,0 +1,132 @@
+// The communicator: who the ranks are (bootstrap + peer table), the connections to peers (one per peer
+// and channel, each made by whichever transport gives the best estimate), and the error state.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "base/error.h"
+#include "runtime/progress.h"
+#include "algos/cost_model.h"
+#include "topo/cluster.h"
+#include "topo/decisions.h"
+#include "topo/routes.h"
+#include "transport/transport.h"
+
+namespace loom {
+struct CollArgs;
+class StagingPool;
+class DevicePeers;
+
+struct Connection {
+  Transport* transport = nullptr;
+  std::unique_ptr<SendQueue> send;
+  std::unique_ptr<RecvQueue> recv;
+  bool connected() const { return transport != nullptr; }
+};
+
+// Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config);
+// Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.
+void commFree(loomComm* comm);
+
+// Starts the bootstrap root of a new id on a detached thread.
+loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec);
+
+// Registry of live communicators: API entry points validate handles against it, so a destroyed or bogus
+// handle is loomInvalidArgument rather than a crash.  A CommCall pins the communicator for one call.
+class CommCall {
+ public:
+  explicit CommCall(loomComm* comm);  // comm stays valid while the CommCall lives, if ok()
+  ~CommCall();
+  bool ok() const { return comm_ != nullptr; }
+
+ private:
+  loomComm* comm_;
+};
+void registerComm(loomComm* comm);
+void unregisterComm(loomComm* comm);  // after this, new CommCalls on comm fail
+
+}  // namespace loom
+
+struct loomComm {
+  ~loomComm();
+  int rank = 0;
+  int nranks = 0;
+  double timeoutSec = 0;
+  std::string name;
+  uint64_t key = 0;  // names this communicator's shared resources (from the unique id's secret)
+  std::unique_ptr<loom::Bootstrap> bootstrap;
+  // When the waits' liveness probe last knocked on a remote rank's bootstrap listener (rate limit).
+  mutable std::chrono::steady_clock::time_point lastLivenessProbe{};
+  std::vector<loom::PeerInfo> peers;
+  int localRanks = 1;  // ranks on this rank's host, itself included
+  // Every rank's host and place on it, and the topology's plan (runtime/comm_topology.h).
+  std::shared_ptr<const loom::Cluster> cluster;
+  loom::TopoPolicy topoPolicy;
+  loom::RoutePlan routes;
+  loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
+  // The algorithm of the last call and what it was for (collective, bytes): loops skip the model.
+  uint64_t lastChoiceKey = ~uint64_t{0};
+  uint64_t anySourceTurn = 0;  // which peer a receive from any source looks at first (rotates)
+  loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> activeCalls{0};
+
+  // [channel][peer]
+  std::vector<std::vector<loom::Connection>> connections;
+
+  // PreMulSum ops made on this communicator; op id = loomNumOps + index.
+  struct UserOp {
+    bool live = false;
+    loomDataType_t type = loomFloat32;
+    const void* scalarAt = nullptr;  // loomScalarDevice: read at each call
+    unsigned char scalar[8] = {};    // loomScalarHostImmediate: copied at creation
+  };
+  std::vector<UserOp> userOps;
+  // The live PreMulSum op `op` of `type`, or nullptr when op is not one; and its scalar.
+  const UserOp* userOp(loomRedOp_t op, loomDataType_t type) const;
+  const void* preMulScalar(loomRedOp_t op, loomDataType_t type) const;
+
+  // The first failure that broke the communicator; every later call returns it.  Atomic because
+  // loomCommGetAsyncError reads it while the progress engine may be setting it; errorMessage is
+  // written before error and never after.
+  std::atomic<loomResult_t> error{loomSuccess};
+  std::string errorMessage;
+
+  // Connects (both directions) to every listed peer not connected yet on `channel`.  Collective between
+  // each pair: both ranks of a pair must list each other at the same point of their call sequence.
+  loomResult_t connect(const std::vector<int>& peers, int channel);
+  // After a call: waits until every send queue that sends from a thread has sent all it was given, so
+  // that a call that returned has really handed its data over (see SendQueue::flush).
+  loomResult_t flushSends();
+  bool threadedSends = false;  // some connection needs flushSends()
+  loom::Connection& connection(int peer, int channel) { return connections[channel][peer]; }
+
+  // Records a failure as the communicator's error (first one wins) and returns it.
+  loomResult_t fail(loomResult_t code);
+  // When a call failed because peer `lost` went away or went silent: names the rank that failed first
+  // (the one `lost` announced, if it stopped because of an earlier failure) and announces it to every rank.
+  void explainLostPeer(loomResult_t code, int lost);
+  // "rank 3 (host hostname, pid 1234)" for messages.
+  std::string describe(int peer) const;
+  // Wait context for a blocking operation on this communicator (deadline = now + timeout).
+  loom::WaitContext waitContext(const char* what) const;
+
+  // Page-locked host buffers through which device buffers are staged (device/device_call.h); made at
+  // the first call that needs them.
+  std::unique_ptr<loom::StagingPool> staging;        // pinned host memory: device data staged
+  std::unique_ptr<loom::StagingPool> deviceScratch;  // device memory: algorithms' scratch on the GPU
+  bool gdrLogged = false;  // the GPUDirect RDMA decision was logged (device/gdr_path.h)
+  bool gdrEverywhere = false;  // every rank may use GPUDirect RDMA (topo/decisions.h: gdrOnEveryRank)
+  // Peers' device buffers mapped for the direct path (device/direct_call.h).
+  std::unique_ptr<loom::DevicePeers> devicePeers;
+
+  // Runs the stream operations (runtime/progress.h).  Last member: destroyed (thread joined) first.
+  std::unique_ptr<loom::ProgressEngine> engine;
+};

@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "base/params.h"
+#include "base/wait.h"
+#include "tests/common/scoped_env.h"
+
+namespace loom {
+namespace {
+
+// A network queue's I/O thread needs a core to make a wait end: waiting on it never pause-spins,
+// whatever the core count, unless the user asked for spinning by LOOM_SPIN_US.
+TEST(Wait, NoSpinningOnOurOwnIoThreadUnlessAsked) {
+  {
+    testing::ScopedEnv env{{"LOOM_SPIN_US", nullptr}};
+    paramsReloadForTesting();
+    EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), 0);
+    // No communicator of this process counted its ranks yet (the count only ever rises): with more
+    // than one core a peer rank is worth a short spin.
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+      EXPECT_GT(spinMicroseconds(Producer::kPeer), 0);
+    }
+    setLocalRanksPerCore(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1);  // more ranks than cores
+    EXPECT_EQ(spinMicroseconds(Producer::kPeer), 0) << "nobody spins when ranks outnumber the cores";
+  }
+  testing::ScopedEnv env{{"LOOM_SPIN_US", "7"}};
+  paramsReloadForTesting();
+  EXPECT_EQ(spinMicroseconds(Producer::kOwnThread), 7) << "asked for";
+  EXPECT_EQ(spinMicroseconds(Producer::kPeer), 7);
+}
+
+// A wait on a thread of ours ends when the thread publishes, through the yield or the futex phase.
+TEST(Wait, OwnThreadWaitEndsWhenThePosterPublishes) {
+  std::atomic<uint32_t> word{0}, sleeping{0};
+  WaitContext ctx;
+  ctx.timeoutSec = 10;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the yield phase: a futex wake
+    publishAndWake(&word, 1, &sleeping);
+  });
+  EXPECT_EQ(waitUntil([&] { return word.load() == 1; }, &word, &sleeping, ctx, Producer::kOwnThread), loomSuccess);
+  poster.join();
+  EXPECT_EQ(word.load(), 1u);
+}
+
+}  // namespace
+}  // namespace loom

@@ -174,6 +174,7 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::create(const c10::intrusive_ptr<c
 WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t bytes,
                             std::function<loomResult_t(loomStream_t)> issue, std::function<void()> afterwards,
                             std::vector<at::Tensor> keepAlive) {
+  completer_->releaseFinished();  // on this (Python) thread
   PendingCall call;
   call.work = c10::make_intrusive<LoomWork>(rank_, type, std::move(outputs));
   call.afterwards = std::move(afterwards);

@@ -39,6 +39,16 @@ Completer::~Completer() {
   }
   cv_.notify_all();
   thread_.join();
+  releaseFinished();
+}
+
+void Completer::releaseFinished() {
+  std::vector<PendingCall> done;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    done.swap(finished_);
+  }
+  // `done` goes out of scope here, on the caller's thread.
 }
 
 void Completer::add(PendingCall call) {
@@ -77,6 +87,7 @@ void Completer::loop() {
     loomStreamDestroy(call.stream);
     finish(call, r, message);
     lock.lock();
+    finished_.push_back(std::move(call));  // released by a Python thread (see finished_)
   }
 }
 

@@ -55,6 +55,9 @@ class Completer {
   Completer();
   ~Completer();  // finishes what is queued, then stops
   void add(PendingCall call);
+  // Releases the calls this thread finished (their Works and tensors) on the calling thread, which
+  // holds the GIL: launch() calls it, and the destructor.
+  void releaseFinished();
   // Ends a call now (one that ran on the caller's thread, or failed to issue).
   static void finish(PendingCall& call, loomResult_t result, const std::string& message);
 
@@ -63,6 +66,11 @@ class Completer {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<PendingCall> queue_;
+  // Calls this thread finished, kept until a Python thread releases them: the last reference to a
+  // Work or a tensor may drop a Python object, which needs the GIL, and a thread that takes the GIL
+  // while the interpreter shuts down is ended by Python (pthread_exit through C++ frames: terminate).
+  // A script that returns right after its last collective did exactly that, one run in four.
+  std::vector<PendingCall> finished_;
   bool stop_ = false;
   std::thread thread_;
 };

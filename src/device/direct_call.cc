@@ -46,7 +46,7 @@ bool topologyAllows(const loomComm* comm, const std::string& a, const std::strin
   const int x = sys.findBusId(a), y = sys.findBusId(b);
   if (x < 0 || y < 0) return true;
   const PathType path = sys.path(x, y).type;
-  if (path <= comm->topoPolicy.p2pLevel) return true;
+  if (p2pAllowed(path, comm->topoPolicy)) return true;
   LOOM_INFO(kColl, "device call: GPUs %s and %s are %s apart, beyond LOOM_P2P_LEVEL=%s: staged", a.c_str(), b.c_str(),
             pathTypeName(path), pathTypeName(comm->topoPolicy.p2pLevel));
   return false;

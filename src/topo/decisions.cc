@@ -50,7 +50,7 @@ Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy)
     const TopoPath& p = s.path(pa.device, pb.device);
     std::string what = ga + "<->" + gb + ": " + pathTypeName(p.type) + ", " + bandwidthText(p.bw);
     if (p.type == PathType::NVL || p.type == PathType::NVB) return {"p2p/nvlink", what, LinkKind::kDevicePeer};
-    if (static_cast<int>(p.type) <= static_cast<int>(policy.p2pLevel))
+    if (p2pAllowed(p.type, policy))
       return {"p2p/pcie", what + ", within LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel), LinkKind::kDevicePeer};
     return {"shm", what + ", beyond LOOM_P2P_LEVEL=" + pathTypeName(policy.p2pLevel) + ": through host memory",
             LinkKind::kSharedMemory};

@@ -27,6 +27,12 @@ struct TopoPolicy {
   static loomResult_t fromParams(TopoPolicy* out);
 };
 
+// The P2P rule, once: two GPUs of one host read each other's memory over NVLink always, and over PCIe
+// when their path is at most LOOM_P2P_LEVEL.
+inline bool p2pAllowed(PathType path, const TopoPolicy& policy) {
+  return path == PathType::NVL || path == PathType::NVB || static_cast<int>(path) <= static_cast<int>(policy.p2pLevel);
+}
+
 Decision pairTransport(const Cluster& c, int a, int b, const TopoPolicy& policy);
 Decision gdrDecision(const TopoSystem& sys, int gpu, int nic, const TopoPolicy& policy);
 // Whether every rank is a GPU rank whose GPU and NIC may use GPUDirect RDMA.  Every rank computes the

@@ -102,24 +102,34 @@ bool parseParamValue(ParamType type, const char* text, int64_t* out, std::string
   return true;
 }
 
-bool paramInRange(ParamType type, const char* range, int64_t v, std::string* why) {
-  if (type == ParamType::String || range == nullptr || *range == '\0') return true;
+bool paramRangeBounds(ParamType type, const char* range, int64_t* lo, int64_t* hi, int64_t* step) {
+  if (type == ParamType::String || range == nullptr || *range == '\0') return false;
   const std::string r = range;
   const size_t dots = r.find(".."), slash = r.find('/');
   const std::string loText = r.substr(0, dots);
   const std::string hiText = r.substr(dots + 2, slash == std::string::npos ? std::string::npos : slash - dots - 2);
   // The bounds are written in the type's notation, but may be negative for an Int.
-  int64_t lo = 0, hi = 0, step = 1;
   std::string ignored;
   auto bound = [&](const std::string& text, int64_t* out) {
     return parseParamValue(ParamType::Int, text.c_str(), out, &ignored) ||
            parseParamValue(type, text.c_str(), out, &ignored);
   };
-  bound(loText, &lo);
-  bound(hiText, &hi);
-  if (slash != std::string::npos) parseParamValue(ParamType::Int, r.c_str() + slash + 1, &step, &ignored);
+  *step = 1;
+  const bool ok = bound(loText, lo) && bound(hiText, hi);
+  if (slash != std::string::npos) parseParamValue(ParamType::Int, r.c_str() + slash + 1, step, &ignored);
+  return ok;
+}
+
+bool paramInRange(ParamType type, const char* range, int64_t v, std::string* why) {
+  if (type == ParamType::String || range == nullptr || *range == '\0') return true;
+  int64_t lo = 0, hi = 0, step = 1;
+  if (!paramRangeBounds(type, range, &lo, &hi, &step)) {
+    *why = std::string("malformed range ") + range;
+    return false;
+  }
   if (v < lo || v > hi) {
-    *why = "out of range (" + r.substr(0, slash) + ")";
+    const std::string r = range;
+    *why = "out of range (" + r.substr(0, r.find('/')) + ")";
     return false;
   }
   if (step > 1 && v % step != 0) {

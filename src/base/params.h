@@ -88,7 +88,9 @@ std::string paramEnvText(int i);
 // Parses one value of the given type; returns false (and a reason) for malformed input.
 // Exposed for tests and the fuzzer.
 bool parseParamValue(ParamType type, const char* text, int64_t* intOut, std::string* why);
-// Whether v lies in `range` (ParamSpec::range; "" admits anything); else false and the reason.
+// The bounds and step of `range` (ParamSpec::range): false for "" (no range) or a malformed one.
+bool paramRangeBounds(ParamType type, const char* range, int64_t* lo, int64_t* hi, int64_t* step);
+// Whether v lies in `range` ("" admits anything); else false and the reason.
 bool paramInRange(ParamType type, const char* range, int64_t v, std::string* why);
 
 }  // namespace loom

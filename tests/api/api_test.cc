@@ -84,7 +84,6 @@ TEST(Api, UnknownNetworkTransportIsRefusedAtInit) {
   EXPECT_EQ(loomCommInitRank(&comm, 1, id, 0), loomInvalidArgument);
   expectMessage("LOOM_NET=carrier-pigeon");
   expectMessage("socket");
-  loom::paramsReloadForTesting();
 }
 
 class SingleRank : public ::testing::Test {

@@ -70,7 +70,6 @@ TEST(Comm, InitAllOverSocketsDestroysOneAfterAnother) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < n; ++r) EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), timeBound(5.0));
-  loom::paramsReloadForTesting();
 }
 
 TEST(Comm, SplitByColorAndKey) {

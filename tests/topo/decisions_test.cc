@@ -159,7 +159,6 @@ TEST(Decisions, PolicyFromTheEnvironment) {
   paramsReloadForTesting();
   EXPECT_EQ(TopoPolicy::fromParams(&p), loomInvalidArgument);
   EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_P2P_LEVEL=FAST"), std::string::npos);
-  paramsReloadForTesting();
 }
 
 }  // namespace

@@ -111,7 +111,6 @@ TEST(EmulatedVerbs, RoceConnectsByQpAttributesUnlessRdmaCmIsAskedFor) {
     EXPECT_EQ(emulated::cmEstablished(), 1u);
     EXPECT_EQ(emulated::writesWithImm(), 20u) << "rdma_cm changes how queue pairs connect, not how data moves";
   }
-  paramsReloadForTesting();
 }
 
 TEST(EmulatedVerbs, IwarpCannotConnectByQpAttributes) {
@@ -128,7 +127,6 @@ TEST(EmulatedVerbs, IwarpCannotConnectByQpAttributes) {
     EXPECT_NE(std::string(loomGetLastError(nullptr)).find("RTR"), std::string::npos) << loomGetLastError(nullptr);
   }
   setVerbsApiForTesting(nullptr);
-  paramsReloadForTesting();
 }
 
 // A connection request whose private data is not the expected hello (a stranger, or a rank of another
@@ -174,7 +172,6 @@ TEST(EmulatedVerbs, WriteImmOffForcesTheSendMode) {
     EXPECT_EQ(emulated::writesWithImm(), 0u);
     EXPECT_EQ(emulated::plainWrites(), 10u);
   }
-  paramsReloadForTesting();
 }
 
 // A closed connection's registered ring and note buffers serve the next connection (no new
@@ -204,7 +201,6 @@ TEST(EmulatedVerbs, ClosedConnectionsRegisteredBuffersServeTheNextOnes) {
   EXPECT_EQ(s3.idleBytes, 0u) << "nothing is kept with LOOM_IB_MR_CACHE=0";
   connectAndSend();
   EXPECT_EQ(mrCacheStats().registrations - s3.registrations, 4u) << "so the next connection registers anew";
-  paramsReloadForTesting();
   setVerbsApiForTesting(nullptr);
 }
 
@@ -221,7 +217,6 @@ void stripedCase(emulated::Options o, uint64_t wantCmConnections) {
     EXPECT_EQ(emulated::writesPerQp(), std::vector<uint64_t>(4, 50)) << "each of the 4 queue pairs carries every 4th slot";
     EXPECT_EQ(emulated::cmEstablished(), wantCmConnections);
   }
-  paramsReloadForTesting();
 }
 
 TEST(EmulatedVerbs, RoceStripesFramesOverSeveralQueuePairs) { stripedCase(emulated::Options{}, 0); }

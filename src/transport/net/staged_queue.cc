@@ -155,44 +155,33 @@ bool StagedSendQueue::tryAcquire(void** slot) {
   return true;
 }
 
-void StagedSendQueue::post(size_t bytes, uint64_t signature) {
+// Describes the next ring entry and hands it to the I/O thread.
+void StagedSendQueue::publish(size_t bytes, uint64_t signature, bool direct, const void* source, bool inCaller) {
   StagedRing& r = *ring_;
   const size_t i = posted_ % r.size();
   r.bytes[i] = bytes;
   r.signatures[i] = signature;
-  r.direct[i] = 0;
-  r.source[i] = nullptr;
-  r.inCaller[i] = 0;
+  r.direct[i] = direct;
+  r.source[i] = source;
+  r.inCaller[i] = inCaller;
   publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
 }
 
+void StagedSendQueue::post(size_t bytes, uint64_t signature) { publish(bytes, signature, false, nullptr, false); }
+
 void StagedSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) {
-  StagedRing& r = *ring_;
-  const size_t i = posted_ % r.size();
-  r.bytes[i] = bytes;
-  r.signatures[i] = signature;
-  r.direct[i] = 0;
-  r.source[i] = src;
-  r.inCaller[i] = landing == Landing::kCaller;
-  publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+  publish(bytes, signature, false, src, landing == Landing::kCaller);
 }
 
 void StagedSendQueue::postDirect(const void* src, size_t bytes, uint64_t signature) {
-  StagedRing& r = *ring_;
-  const size_t i = posted_ % r.size();
   DirectRef ref{};
   std::string why;
   if (!wire_->offerDirect(src, bytes, &ref, &why)) {
     directError_ = why;  // nothing posted: waitDirectDone reports it
     return;
   }
-  std::memcpy(r.slots[i], &ref, sizeof ref);
-  r.bytes[i] = sizeof ref;
-  r.signatures[i] = signature;
-  r.direct[i] = 1;
-  r.source[i] = nullptr;
-  r.inCaller[i] = 0;
-  publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
+  std::memcpy(ring_->slots[posted_ % ring_->size()], &ref, sizeof ref);
+  publish(sizeof ref, signature, true, nullptr, false);
 }
 
 bool StagedSendQueue::directDone() {

@@ -160,6 +160,7 @@ class StagedSendQueue : public SendQueue {
 
  private:
   bool hasFree() const;
+  void publish(size_t bytes, uint64_t signature, bool direct, const void* source, bool inCaller);
   void run();
 
   std::unique_ptr<SendWire> wire_;

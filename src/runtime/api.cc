@@ -188,7 +188,7 @@ loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* /*devlist: 
   for (int r = 0; r < ndev; ++r) {
     if (results[r] == loomSuccess) continue;
     for (int k = 0; k < ndev; ++k)
-      if (comms[k] != nullptr) commFree(comms[k]), comms[k] = nullptr;
+      if (comms[k] != nullptr) commFree(comms[k], true), comms[k] = nullptr;
     return setError(results[r], "loomCommInitAll: rank %d: %s", r, messages[r].c_str());
   }
   return loomSuccess;
@@ -251,7 +251,7 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
     if (comm->threadedSends && comm->error == loomSuccess && !ranksShareProcess && comm->bootstrap->barrier() != loomSuccess)
       LOOM_WARN(kInit, "loomCommDestroy: not every rank reached destroy (%s); closing anyway", loomGetLastError(nullptr));
   }
-  commFree(comm);
+  commFree(comm, comm->error != loomSuccess);
   return loomSuccess;
 }
 
@@ -262,7 +262,7 @@ loomResult_t loomCommAbort(loomComm_t comm) {
                                     static_cast<void*>(comm));
     comm->abortFlag.store(true);
   }
-  commFree(comm);
+  commFree(comm, true);
   return loomSuccess;
 }
 

@@ -135,13 +135,17 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   return loomSuccess;
 }
 
-void commFree(loomComm* comm) {
+void commFree(loomComm* comm, bool drop) {
   unregisterComm(comm);
   comm->abortFlag.store(true);
   if (comm->engine != nullptr)
     comm->engine->shutdown(loomInvalidUsage, "the communicator was aborted or destroyed before this operation ran");
   // Calls still running on other threads see the abort flag within one wait slice (100 ms).
   for (int i = 0; comm->activeCalls.load() > 0 && i < 5000; ++i) usleep(1000);
+  if (drop)
+    for (auto& row : comm->connections)
+      for (Connection& c : row)
+        if (c.send) c.send->abandon();
   delete comm;
 }
 

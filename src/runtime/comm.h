@@ -32,8 +32,9 @@ struct Connection {
 
 // Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config);
-// Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.
-void commFree(loomComm* comm);
+// Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.  `drop`
+// (abort, or a failed communicator): what the send queues still hold is dropped instead of sent.
+void commFree(loomComm* comm, bool drop);
 
 // Starts the bootstrap root of a new id on a detached thread.
 loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec);

@@ -75,6 +75,10 @@ class SendQueue {
   // it, the data survives this process exiting.  Shared memory has nothing to wait for.
   virtual loomResult_t flush(const WaitContext& ctx) { return loomSuccess; }
   virtual bool needsFlush() const { return false; }
+  // The communicator was aborted (or failed): what has not left yet is dropped, so that destroying the
+  // queue does not wait for a peer that may never read it (a destroyed queue otherwise sends what was
+  // posted first, bounded by LOOM_TIMEOUT).
+  virtual void abandon() {}
   // Who moves the data: the peer rank itself (shm), or a thread of this process (network queues), which
   // a waiter must leave a core to (base/wait.h).
   virtual Producer producer() const { return Producer::kPeer; }

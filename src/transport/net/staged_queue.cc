@@ -118,6 +118,8 @@ StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape
       peer_(peer),
       thread_([this] { run(); }) {}
 
+void StagedSendQueue::abandon() { ring_->fail("the connection was abandoned (communicator aborted)"); }
+
 StagedSendQueue::~StagedSendQueue() {
   // A collective ends once its last slot is posted; the thread may still be sending it.  Let it finish
   // (bounded by LOOM_TIMEOUT, and over at once if the connection failed) before stopping it.

@@ -153,6 +153,7 @@ class StagedSendQueue : public SendQueue {
   bool postsFromCaller() const override { return wire_->sendsFromCaller(); }
   void postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) override;
   loomResult_t flush(const WaitContext& ctx) override;
+  void abandon() override;
   bool canPostDirectFrom(const void* device, size_t bytes) override { return wire_->offersDevice(device, bytes); }
   void postDirect(const void* src, size_t bytes, uint64_t signature) override;
   bool directDone() override;

@@ -69,6 +69,14 @@ struct ShmConnectInfo {
 };
 static_assert(sizeof(ShmConnectInfo) <= sizeof(ConnectInfo), "shm connect info too large");
 
+// The peer closed its end (destroyed or aborted its communicator) while this rank waits on it.
+loomResult_t peerGone(const WaitContext& ctx, const char* side) {
+  const loomResult_t r = setError(loomRemoteError, "%s: the %s (rank %d) closed its end of the shared-memory connection",
+                                  ctx.what, side, ctx.peer);
+  if (ctx.peer >= 0) setLastErrorPeer(ctx.peer);
+  return r;
+}
+
 // Copies `bytes` from address `source` of process `pid` (this process: a plain copy) into dst.
 loomResult_t readFromProcess(pid_t pid, uint64_t source, void* dst, size_t bytes) {
   if (pid == getpid()) {
@@ -109,7 +117,12 @@ class ShmRecvQueue : public RecvQueue {
   bool peerClosed() const override { return h_->senderClosed.load(std::memory_order_acquire) != 0; }
 
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override {
-    if (!ready()) LOOM_CHECK(waitUntil([&] { return ready(); }, &h_->head, &h_->receiverSleeping, ctx));
+    if (!ready()) {
+      // A sender that closed its end posts nothing more: the wait ends at once instead of at the timeout
+      // (what it posted before closing is still read first).
+      LOOM_CHECK(waitUntil([&] { return ready() || peerClosed(); }, &h_->head, &h_->receiverSleeping, ctx));
+      if (!ready()) return peerGone(ctx, "sender");
+    }
     take(data, bytes, signature);
     return loomSuccess;
   }
@@ -175,7 +188,10 @@ class ShmSendQueue : public SendQueue {
   bool peerClosed() const override { return h_->receiverClosed.load(std::memory_order_acquire) != 0; }
 
   loomResult_t acquire(void** slot, const WaitContext& ctx) override {
-    if (!free()) LOOM_CHECK(waitUntil([&] { return free(); }, &h_->tail, &h_->senderSleeping, ctx));
+    if (!free()) {
+      LOOM_CHECK(waitUntil([&] { return free() || peerClosed(); }, &h_->tail, &h_->senderSleeping, ctx));
+      if (!free()) return peerGone(ctx, "receiver");
+    }
     *slot = slotAt(head_);
     return loomSuccess;
   }

@@ -42,6 +42,7 @@ class SocketSendQueue : public SendQueue {
   SocketSendQueue(std::vector<int> fds, RingShape shape, int peer);
   ~SocketSendQueue() override;
   size_t slotBytes() const override { return slotBytes_; }
+  void abandon() override { fail("the connection was abandoned (communicator aborted)"); }
   loomResult_t acquire(void** slot, const WaitContext& ctx) override;
   bool tryAcquire(void** slot) override;
   void post(size_t bytes, uint64_t signature) override;

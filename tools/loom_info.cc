@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
               LOOM_HAVE_UCX ? "yes" : "no", LOOM_HAVE_VERBS ? "yes" : "no", LOOM_HAVE_HWLOC ? "yes" : "no",
               LOOM_HAVE_TORCH ? "yes" : "no");
   std::printf("transports:");
-  for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), loom::linkKindName(t->link()));
+  for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), loom::linkKindName(t->caps().link));
   std::printf("\n");
   std::printf("reduction kernels on this CPU: %s\n", loom::reduceKernels().isa);
   std::printf("algorithms (LOOM_ALGO): %s\n", loom::algoNames().c_str());

@@ -50,7 +50,7 @@ namespace loom {
   X(CHUNK_SIZE, Size, "0", "0..1G", "largest piece an algorithm moves per step (0: one transport slot)")                        \
   X(NCHANNELS, Int, "0", "0..16", "rings a large ring allreduce is split over, each on its own connections (0: one per planned ring, i.e. NIC rail)") \
   X(CUDA, Int, "1", "0..1", "1: recognise device buffers and CUDA streams when this build has CUDA and a GPU is visible; 0: never call the CUDA runtime") \
-  X(DEVICE_DIRECT, Int, "1", "0..1", "1: device-buffer collectives of ranks on one host read each other's GPU memory (CUDA IPC) where every GPU reaches the others; 0: always stage through host memory") \
+  X(DEVICE_P2P, Int, "1", "0..1", "1: device-buffer collectives of ranks on one host read each other's GPU memory (CUDA IPC) where every GPU reaches the others; 0: always stage through host memory") \
   X(TUNE_PROBE, Int, "1", "0..1", "1: measure latency and copy bandwidth at init (a few ms) to refine the cost model; 0: constants")
 
 enum class ParamType { Int, Size, String };

@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/wait.h"
 #include "device/device_api.h"
-#include "device/direct_call.h"
+#include "device/p2p_call.h"
 #include "device/gdr_path.h"
 
 namespace loom {
@@ -192,7 +192,7 @@ loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArg
 loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args) {
   if (comm->error != loomSuccess) return runCall(comm, args);  // reports the earlier failure
   bool staged = true;
-  if (directCandidate(comm, args)) LOOM_CHECK(comm->fail(runDirect(comm, api, args, &staged)));
+  if (p2pCandidate(comm, args)) LOOM_CHECK(comm->fail(runP2p(comm, api, args, &staged)));
   if (!staged) return loomSuccess;
   bool gdr = false;
   LOOM_CHECK(comm->fail(gdrChosen(comm, api, args, &gdr)));

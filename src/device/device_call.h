@@ -68,7 +68,7 @@ using CallsRunner = std::function<loomResult_t(const std::vector<CollArgs>&)>;
 loomResult_t runStaged(loomComm* comm, DeviceApi* api, const std::vector<CollArgs>& calls, const CallsRunner& run);
 
 // One call with device buffers (or on a device stream), start to end: read from the peers' GPUs where
-// every pair allows it (device/direct_call.h), point-to-point calls over GPUDirect RDMA where the
+// every pair allows it (device/p2p_call.h), point-to-point calls over GPUDirect RDMA where the
 // topology allows it (device/gdr_path.h), else staged through host memory.
 loomResult_t runDeviceCall(loomComm* comm, DeviceApi* api, const CollArgs& args);
 

@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "device/device_call.h"
-#include "device/direct_call.h"
+#include "device/p2p_call.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_transport.h"
 
@@ -303,11 +303,12 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
     TransportEstimate bestEst;
     std::string why, bestWhy;
     for (size_t t = 0; t < all.size(); ++t) {
+      if (!all[t]->caps().queues) continue;  // one-sided (p2p): the device path maps buffers per call
       TransportEstimate est;
       std::string reason;
       bool ok = all[t]->reaches(peers[rank], peers[p], &est, &reason);
       why += (why.empty() ? "" : "; ") + reason;
-      const bool matches = all[t]->link() == topo.link;
+      const bool matches = all[t]->caps().link == topo.link;
       if (ok && (best < 0 || (matches && !bestMatches) ||
                  (matches == bestMatches && est.bandwidthGBs > bestEst.bandwidthGBs))) {
         best = static_cast<int>(t);
@@ -328,7 +329,7 @@ loomResult_t loomComm::connect(const std::vector<int>& wanted, int channel) {
     msg.transportIndex = static_cast<uint32_t>(best);
     msg.channel = static_cast<uint32_t>(channel);
     row[p].transport = all[best];
-    threadedSends |= all[best]->link() == LinkKind::kNetwork;  // its send queues need flushSends()
+    threadedSends |= all[best]->caps().sendsFromThread;  // its send queues need flushSends()
     loomResult_t r = all[best]->createRecv(req, &msg.info, &row[p].recv);
     if (r == loomSuccess) r = bootstrap->send(p, 1000 + channel, &msg, sizeof(msg));
     if (r != loomSuccess) {

@@ -21,7 +21,7 @@
 namespace loom {
 struct CollArgs;
 class StagingPool;
-class DevicePeers;
+class P2pMappings;
 
 struct Connection {
   Transport* transport = nullptr;
@@ -125,8 +125,8 @@ struct loomComm {
   std::unique_ptr<loom::StagingPool> deviceScratch;  // device memory: algorithms' scratch on the GPU
   bool gdrLogged = false;  // the GPUDirect RDMA decision was logged (device/gdr_path.h)
   bool gdrEverywhere = false;  // every rank may use GPUDirect RDMA (topo/decisions.h: gdrOnEveryRank)
-  // Peers' device buffers mapped for the direct path (device/direct_call.h).
-  std::unique_ptr<loom::DevicePeers> devicePeers;
+  // Peers' device buffers mapped for the p2p path (device/p2p_call.h).
+  std::unique_ptr<loom::P2pMappings> p2pMappings;
 
   // Runs the stream operations (runtime/progress.h).  Last member: destroyed (thread joined) first.
   std::unique_ptr<loom::ProgressEngine> engine;

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/params.h"
 
+#include "transport/p2p/p2p_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/socket/socket_transport.h"
 #include "loom_build_config.h"
@@ -34,6 +35,7 @@ const std::vector<Transport*>& transports() {
 #if LOOM_HAVE_UCX
     v->push_back(new UcxTransport());
 #endif
+    v->push_back(new P2pTransport());  // one-sided: the device path's (device/p2p_call.h), not a queue
     return v;
   }();
   return all;
@@ -44,7 +46,7 @@ loomResult_t checkNetChoice() {
   if (want.empty()) return loomSuccess;
   std::string have;
   for (const Transport* t : transports()) {
-    if (t->link() != LinkKind::kNetwork) continue;
+    if (t->caps().link != LinkKind::kNetwork) continue;
     if (want == t->name()) return loomSuccess;
     have += (have.empty() ? "" : ", ") + std::string(t->name());
   }

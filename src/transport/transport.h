@@ -148,18 +148,30 @@ struct ConnectRequest {
   const PeerInfo* peerInfo = nullptr;
 };
 
+// The kinds of memory a transport moves (bits).
+enum MemoryKinds : unsigned { kHostMemory = 1u, kDeviceMemory = 2u };
+
+// What a transport can do, as a type: the runtime selects by these and by the estimates, never by name.
+struct TransportCaps {
+  LinkKind link;                 // the kind of link it makes, as the topology names it (topo/decisions.h)
+  unsigned memory = kHostMemory;  // MemoryKinds its data may live in
+  bool queues = true;            // offers the two-way FIFOs below (createRecv / connectSend)
+  bool sendsFromThread = false;  // a thread of this process sends what is posted: calls end with flush()
+  bool zeroCopy = false;         // its queues can post from and receive into the caller's memory
+  bool mapsPeerMemory = false;   // maps a peer's buffers into this process (one-sided: transport/p2p)
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  // The kind of link it makes, as the topology names the kind a pair should use (topo/decisions.h).
-  virtual LinkKind link() const = 0;
+  virtual TransportCaps caps() const = 0;
   // Whether this transport links the two ranks, with its estimate, and why (or why not).
   virtual bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                        std::string* reason) const = 0;
   // Connection setup in two phases, so that a rank can connect to many peers at once without deadlock:
   // createRecv() makes this rank's receiving side and describes it in *info (sent to the peer);
-  // connectSend() attaches to the peer's receiving side from the peer's info.
+  // connectSend() attaches to the peer's receiving side from the peer's info.  Only where caps().queues.
   virtual loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) = 0;
   virtual loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,
                                    std::unique_ptr<SendQueue>* send) = 0;

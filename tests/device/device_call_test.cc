@@ -2,7 +2,7 @@
 // CUDA runtime is exercised by tests/gpu/run.sh on a GPU machine).  Every test is named Emulated.
 // The emulated device memory is unreadable from the host (PROT_NONE): a test that passes shows that loom
 // moved every device byte through the runtime's copies and kernels, never by touching it.  Both paths
-// are covered: direct (peers' buffers mapped through the emulated IPC) and staged (through host memory).
+// are covered: p2p (peers' buffers mapped through the emulated IPC) and staged (through host memory).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,9 +27,9 @@ using loom::testing::runRanks;
 using loom::testing::secondsSince;
 using loom::testing::timeBound;
 
-// This (forked) rank's choice of path: LOOM_DEVICE_DIRECT, read again.
-void usePath(bool direct) {
-  ::setenv("LOOM_DEVICE_DIRECT", direct ? "1" : "0", 1);  // a forked rank: nothing to restore
+// This (forked) rank's choice of path: LOOM_DEVICE_P2P, read again.
+void usePath(bool p2p) {
+  ::setenv("LOOM_DEVICE_P2P", p2p ? "1" : "0", 1);  // a forked rank: nothing to restore
   loom::paramsReloadForTesting();
 }
 
@@ -55,14 +55,14 @@ struct DeviceBuffer {
 class DevicePath : public ::testing::TestWithParam<bool> {};
 
 // Every collective, out of place and in place, on device buffers with the NULL stream (the call is
-// complete when it returns), against the reference results: on the direct path (peers' buffers mapped,
-// nothing staged) and on the staged path (LOOM_DEVICE_DIRECT=0: nothing mapped).
+// complete when it returns), against the reference results: on the p2p path (peers' buffers mapped,
+// nothing staged) and on the staged path (LOOM_DEVICE_P2P=0: nothing mapped).
 TEST_P(DevicePath, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
-  const bool direct = GetParam();
+  const bool p2p = GetParam();
   for (int n : {2, 3}) {
     SCOPED_TRACE("ranks " + std::to_string(n));
-    runRanks(n, [n, direct](int rank, loomComm_t comm) {
-      usePath(direct);
+    runRanks(n, [n, p2p](int rank, loomComm_t comm) {
+      usePath(p2p);
       const loomDataType_t type = loomFloat32;
       const size_t es = loom::typeSize(type), count = 70001;  // several slots, not a multiple of anything
       for (bool inPlace : {false, true}) {
@@ -119,9 +119,9 @@ TEST_P(DevicePath, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
                 << "from rank " << r << ": " << why;
         }
       }
-      if (direct) {
-        EXPECT_GT(device().ipcOpened(), 0) << "the direct path mapped no peer buffer";
-        EXPECT_EQ(device().pinnedLive(), 0) << "the direct path staged through host memory";
+      if (p2p) {
+        EXPECT_GT(device().ipcOpened(), 0) << "the p2p path mapped no peer buffer";
+        EXPECT_EQ(device().pinnedLive(), 0) << "the p2p path staged through host memory";
       } else {
         EXPECT_EQ(device().ipcOpened(), 0);
         EXPECT_GT(device().pinnedLive(), 0);
@@ -131,17 +131,17 @@ TEST_P(DevicePath, EveryCollectiveOnDeviceBuffersMatchesTheReference) {
 }
 
 // Nothing inside a call on a device stream waits for the whole device: the stream waits for the call,
-// so on a GPU such a wait never returns (on an H200 a staging buffer's cudaFreeHost and the direct
+// so on a GPU such a wait never returns (on an H200 a staging buffer's cudaFreeHost and the p2p
 // allreduce's first reduce-kernel launch both hung that way).  Calls of growing sizes on a stream, which
 // grow the staging buffers, with the emulator counting device-wide waits made inside host calls.  The
 // device is installed before the communicator, as a GPU rank's runtime is there when it joins.
 TEST_P(DevicePath, NothingInAStreamCallWaitsForTheWholeDevice) {
-  const bool direct = GetParam();
+  const bool p2p = GetParam();
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   auto outcomes = forkRanks(2, [&](int rank) {
     EmulatedDevice& dev = device();
-    usePath(direct);
+    usePath(p2p);
     loomComm_t comm;
     if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 2;
     void* s = dev.streamCreate();
@@ -169,7 +169,7 @@ TEST_P(DevicePath, NothingInAStreamCallWaitsForTheWholeDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DeviceEmulated, DevicePath, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "direct" : "staged"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "p2p" : "staged"; });
 
 // One rank whose runtime cannot share its memory: every rank takes the staged path for that call (they
 // agree first), and the results are right.
@@ -188,7 +188,7 @@ TEST(DeviceEmulated, OneRankWithoutIpcMakesEveryRankStage) {
 }
 
 // Ranks of one process (loomCommInitAll, a thread each) read each other's buffers by address.
-TEST(DeviceEmulated, RanksOfOneProcessOnTheDirectPath) {
+TEST(DeviceEmulated, RanksOfOneProcessOnTheP2pPath) {
 #if defined(__SANITIZE_THREAD__)
   // The ranks order their reads of each other's buffers through the shared-memory transport, whose
   // segment each rank maps at its own address: ThreadSanitizer cannot see that the two mappings are one

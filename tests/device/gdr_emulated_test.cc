@@ -70,7 +70,7 @@ EmulatedDevice& setUp(const char* gdrLevel, const loom::emulated::Options& nic =
   ::setenv("LOOM_TOPO_FILE", topo.c_str(), 1);
   ::setenv("LOOM_NET", "ib", 1);
   ::setenv("LOOM_SHM_DISABLE", "1", 1);
-  ::setenv("LOOM_DEVICE_DIRECT", "0", 1);  // not the same-host CUDA IPC path: the network one
+  ::setenv("LOOM_DEVICE_P2P", "0", 1);  // not the same-host CUDA IPC path: the network one
   if (gdrLevel != nullptr) ::setenv("LOOM_NET_GDR_LEVEL", gdrLevel, 1);
   loom::paramsReloadForTesting();
   return *dev;

@@ -19,7 +19,12 @@ namespace loom {
 class IbTransport : public Transport {
  public:
   const char* name() const override { return "ib"; }
-  LinkKind link() const override { return LinkKind::kNetwork; }
+  TransportCaps caps() const override {
+    TransportCaps c{LinkKind::kNetwork};
+    c.memory = kHostMemory | kDeviceMemory;  // GPUDirect RDMA where the NIC can register device memory
+    c.sendsFromThread = true;
+    return c;
+  }
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

@@ -11,7 +11,11 @@ namespace loom {
 class SocketTransport : public Transport {
  public:
   const char* name() const override { return "socket"; }
-  LinkKind link() const override { return LinkKind::kNetwork; }
+  TransportCaps caps() const override {
+    TransportCaps c{LinkKind::kNetwork};
+    c.sendsFromThread = c.zeroCopy = true;  // sendmsg from the caller's buffer, read straight into it
+    return c;
+  }
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

@@ -12,7 +12,11 @@ namespace loom {
 class UcxTransport : public Transport {
  public:
   const char* name() const override { return "ucx"; }
-  LinkKind link() const override { return LinkKind::kNetwork; }
+  TransportCaps caps() const override {
+    TransportCaps c{LinkKind::kNetwork};
+    c.sendsFromThread = c.zeroCopy = true;  // tagged sends from the caller's buffer, headers read first
+    return c;
+  }
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

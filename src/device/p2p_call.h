@@ -1,9 +1,9 @@
-// The direct path of collectives on device buffers, for ranks on one host whose GPUs reach each other
+// The p2p path of collectives on device buffers, for ranks on one host whose GPUs reach each other
 // (the same GPU: MPS or shared containers; peer-to-peer over NVLink or PCIe where the runtime allows it
 // and the GPUs are within LOOM_P2P_LEVEL of each other in the host's model): every rank maps its peers'
-// buffers (CUDA IPC) and reads them with device copies and reduction kernels, so the bytes never leave
-// the GPUs.  This is loom's cuda transport: it replaces the staged path (device/device_call.h) where the
-// hardware allows, and the staged path stays the fallback everywhere else.
+// buffers through the p2p transport (transport/p2p: CUDA IPC) and reads them with device copies and
+// reduction kernels, so the bytes never leave the GPUs.  It replaces the staged path
+// (device/device_call.h) where the hardware allows; the staged path stays the fallback everywhere else.
 //
 // Each call: (1) the ranks exchange their buffers' IPC handles and GPU bus ids (a small host allgather
 // over the communicator's own connections), (2) each maps its peers' buffers (cached) and checks that its
@@ -20,33 +20,18 @@
 // Sends, receives and groups take the staged path, as do PreMulSum ops.
 #pragma once
 
-#include <map>
-#include <string>
-
-#include "runtime/collective.h"
 #include "device/device_api.h"
+#include "runtime/collective.h"
+#include "transport/p2p/p2p_transport.h"
 
 namespace loom {
 
-// Peers' device allocations mapped into this process, by IPC handle; closed with the communicator.
-class DevicePeers {
- public:
-  explicit DevicePeers(DeviceApi* api) : api_(api) {}
-  ~DevicePeers();
-  // The address in this process of a peer's pointer (mapping its allocation the first time).
-  loomResult_t map(const DeviceApi::IpcHandle& handle, const void* near, void** ptr);
+// Whether the communicator may try the p2p path for this call: every rank on one host, a collective
+// (not send/recv) with a builtin op, LOOM_DEVICE_P2P on.  The same answer on every rank.
+bool p2pCandidate(const loomComm* comm, const CollArgs& args);
 
- private:
-  DeviceApi* api_;
-  std::map<std::string, void*> opened_;  // handle bytes -> base here
-};
-
-// Whether the communicator may try the direct path for this call: every rank on one host, a collective
-// (not send/recv) with a builtin op, LOOM_DEVICE_DIRECT on.  The same answer on every rank.
-bool directCandidate(const loomComm* comm, const CollArgs& args);
-
-// Runs the call on the direct path, or sets *staged when the ranks agreed it cannot (then nothing was
+// Runs the call on the p2p path, or sets *staged when the ranks agreed it cannot (then nothing was
 // done and the caller stages it).  Collective: every rank calls it for the call.
-loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* staged);
+loomResult_t runP2p(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* staged);
 
 }  // namespace loom

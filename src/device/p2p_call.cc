@@ -1,4 +1,4 @@
-#include "device/direct_call.h"
+#include "device/p2p_call.h"
 
 #include <unistd.h>
 
@@ -16,17 +16,6 @@ namespace loom {
 
 namespace {
 
-// What each rank tells the others about its buffers for one call (fixed layout: it travels as bytes).
-struct DirectInfo {
-  int32_t ok;  // its buffers are device memory it could export
-  int32_t pid;
-  uint64_t hostHash, pidNamespace;  // with pid: the same process?
-  uint64_t sendAddr, recvAddr;  // for ranks of the same process, which cannot open each other's handles
-  char busId[32];
-  DeviceApi::IpcHandle send, recv;
-  int32_t hasSend, hasRecv;
-};
-
 // The protocol's host collectives, on the communicator's own connections.  Unlike runCall they leave
 // recording a failure to the caller, whose message names the user's call rather than this step.
 loomResult_t hostCall(loomComm* comm, const CollArgs& a) {
@@ -38,44 +27,14 @@ loomResult_t allAgree(loomComm* comm, int32_t* flag) {
   return hostCall(comm, CollArgs{CollType::AllReduce, flag, flag, 1, loomInt32, loomMin, -1});
 }
 
-// LOOM_P2P_LEVEL: the two GPUs (by bus id) are at most that far apart in this host's model.  GPUs the
-// model does not know are left to the runtime's own answer.
-bool topologyAllows(const loomComm* comm, const std::string& a, const std::string& b) {
-  if (a == b || !comm->cluster) return true;
-  const TopoSystem& sys = comm->cluster->sys(comm->rank);
-  const int x = sys.findBusId(a), y = sys.findBusId(b);
-  if (x < 0 || y < 0) return true;
-  const PathType path = sys.path(x, y).type;
-  if (p2pAllowed(path, comm->topoPolicy)) return true;
-  LOOM_INFO(kColl, "device call: GPUs %s and %s are %s apart, beyond LOOM_P2P_LEVEL=%s: staged", a.c_str(), b.c_str(),
-            pathTypeName(path), pathTypeName(comm->topoPolicy.p2pLevel));
-  return false;
-}
-
 }  // namespace
 
-DevicePeers::~DevicePeers() {
-  for (auto& [key, base] : opened_) api_->ipcClose(base);
-}
-
-loomResult_t DevicePeers::map(const DeviceApi::IpcHandle& handle, const void* near, void** ptr) {
-  const std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof handle.bytes);
-  auto it = opened_.find(key);
-  if (it == opened_.end()) {
-    void* base = nullptr;
-    if (api_->ipcOpen(handle, near, &base) != loomSuccess) return loomUnhandledCudaError;
-    it = opened_.emplace(key, base).first;
-  }
-  *ptr = static_cast<char*>(it->second) + handle.offset;
-  return loomSuccess;
-}
-
-bool directCandidate(const loomComm* comm, const CollArgs& args) {
-  return params().DEVICE_DIRECT != 0 && comm->localRanks == comm->nranks && args.coll != CollType::Send &&
+bool p2pCandidate(const loomComm* comm, const CollArgs& args) {
+  return params().DEVICE_P2P != 0 && comm->localRanks == comm->nranks && args.coll != CollType::Send &&
          args.coll != CollType::Recv && args.op < loomNumOps && args.scalar == nullptr;
 }
 
-loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* staged) {
+loomResult_t runP2p(loomComm* comm, DeviceApi* api, const CollArgs& args, bool* staged) {
   *staged = false;
   const int n = comm->nranks, me = comm->rank;
   const CallExtents e = callExtents(args, n, me);
@@ -85,29 +44,15 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   auto step = [&](loomResult_t r, const char* what) {
     if (r == loomSuccess) return r;
     const std::string inner = lastError();
-    return setError(r, "%s on device buffers (direct path, %s): %s", collName(args.coll), what, inner.c_str());
+    return setError(r, "%s on device buffers (p2p path, %s): %s", collName(args.coll), what, inner.c_str());
   };
 
   // (1) Tell every rank where this rank's buffers are.
-  std::vector<DirectInfo> infos(n);
-  DirectInfo& mine = infos[me];
-  mine.ok = 1;
-  mine.pid = comm->peers[me].pid;
-  mine.hostHash = comm->peers[me].hostHash;
-  mine.pidNamespace = comm->peers[me].pidNamespace;
-  mine.sendAddr = reinterpret_cast<uintptr_t>(args.sendbuff);
-  mine.recvAddr = reinterpret_cast<uintptr_t>(args.recvbuff);
+  std::vector<P2pBuffers> infos(n);
+  const P2pBuffers mine =
+      P2pTransport::describe(api, comm->peers[me], args.sendbuff, e.sendBytes, args.recvbuff, e.recvBytes);
   const void* local = e.recvBytes > 0 ? args.recvbuff : args.sendbuff;  // a buffer on this rank's GPU
-  auto exportOne = [&](const void* p, size_t bytes, DeviceApi::IpcHandle* h, int32_t* has) {
-    if (bytes == 0) return true;
-    *has = 1;
-    return api->isDeviceMemory(p) && api->ipcExport(p, h) == loomSuccess;
-  };
-  mine.ok = exportOne(args.sendbuff, e.sendBytes, &mine.send, &mine.hasSend) &&
-            exportOne(args.recvbuff, e.recvBytes, &mine.recv, &mine.hasRecv);
-  std::snprintf(mine.busId, sizeof mine.busId, "%s", api->busIdOf(local).c_str());
-  DirectInfo copy = mine;
-  LOOM_CHECK(step(hostCall(comm, CollArgs{CollType::AllGather, &copy, infos.data(), sizeof(DirectInfo), loomUint8,
+  LOOM_CHECK(step(hostCall(comm, CollArgs{CollType::AllGather, &mine, infos.data(), sizeof(P2pBuffers), loomUint8,
                                           loomSum, -1}),
                   "exchanging buffer handles"));
 
@@ -115,26 +60,14 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
   std::vector<const char*> send(n, nullptr);
   std::vector<char*> recv(n, nullptr);
   int32_t ok = mine.ok;
-  if (!comm->devicePeers) comm->devicePeers = std::make_unique<DevicePeers>(api);
+  if (!comm->p2pMappings) comm->p2pMappings = std::make_unique<P2pMappings>(api);
+  const TopoSystem* sys = comm->cluster ? &comm->cluster->sys(me) : nullptr;
   for (int r = 0; r < n && ok; ++r) {
-    const DirectInfo& p = infos[r];
-    if (r != me && (!p.ok || !api->reaches(mine.busId, p.busId) || !topologyAllows(comm, mine.busId, p.busId))) {
-      ok = 0;
-      break;
-    }
-    if (r == me || (p.pid == mine.pid && p.hostHash == mine.hostHash && p.pidNamespace == mine.pidNamespace)) {
-      send[r] = reinterpret_cast<const char*>(p.sendAddr);  // this process: plain addresses
-      recv[r] = reinterpret_cast<char*>(p.recvAddr);
-      continue;
-    }
-    void* at = nullptr;
-    if (p.hasSend && comm->devicePeers->map(p.send, local, &at) != loomSuccess) ok = 0;
-    send[r] = static_cast<const char*>(at);
-    at = nullptr;
-    if (ok && p.hasRecv && comm->devicePeers->map(p.recv, local, &at) != loomSuccess) ok = 0;
-    recv[r] = static_cast<char*>(at);
+    const P2pBuffers& p = infos[r];
+    if (r != me && (!p.ok || !P2pTransport::gpusReach(api, sys, comm->topoPolicy, mine.busId, p.busId))) ok = 0;
+    if (ok && P2pTransport::open(comm->p2pMappings.get(), mine, p, local, &send[r], &recv[r]) != loomSuccess) ok = 0;
   }
-  if (!ok) LOOM_INFO(kColl, "device call: the direct path is not possible here (%s)", api->lastErrorText().c_str());
+  if (!ok) LOOM_INFO(kColl, "device call: the p2p path is not possible here (%s)", api->lastErrorText().c_str());
 
   // (3) All or none.
   LOOM_CHECK(step(allAgree(comm, &ok), "agreeing on the path"));
@@ -142,11 +75,11 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
     *staged = true;
     return loomSuccess;
   }
-  LOOM_TRACE(kColl, "device call: %s of %zu bytes on the direct path", collName(args.coll), count * es);
+  LOOM_TRACE(kColl, "device call: %s of %zu bytes on the p2p path", collName(args.coll), count * es);
 
   // (4) This rank's share, straight from the peers' buffers.
   auto fail = [&](const char* what) {
-    return setError(loomUnhandledCudaError, "device call (direct): %s failed (%s): %s", what, api->name(),
+    return setError(loomUnhandledCudaError, "device call (p2p): %s failed (%s): %s", what, api->name(),
                     api->lastErrorText().c_str());
   };
   auto copyStart = [&](char* dst, const char* src, size_t bytes) {
@@ -169,7 +102,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
     return srcs;
   };
   auto block = [&](int r) { return count * static_cast<size_t>(r) / static_cast<size_t>(n); };
-  const char* what = "device call (direct)";
+  const char* what = "device call (p2p)";
   bool started = true;
   switch (args.coll) {
     case CollType::AllReduce:
@@ -200,7 +133,7 @@ loomResult_t runDirect(loomComm* comm, DeviceApi* api, const CollArgs& args, boo
         started = copyStart(recv[me] + r * count * es, send[r] + me * count * es, count * es);
       break;
     default:
-      return setError(loomInternalError, "device call (direct): %s has no direct path", collName(args.coll));
+      return setError(loomInternalError, "device call (p2p): %s has no p2p path", collName(args.coll));
   }
   if (!started) return fail("starting a copy or reduction");
   LOOM_CHECK(waitDeviceWork(comm, api, what));

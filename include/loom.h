@@ -37,12 +37,12 @@
  *
  * Device buffers (CUDA builds): any buffer may be device memory, on any stream.  When every rank of the
  * communicator is on one host and each rank's GPU reaches the others' (the same GPU, or peer-to-peer
- * over NVLink or PCIe), a collective reads its peers' buffers directly (CUDA IPC; LOOM_DEVICE_DIRECT=0
+ * over NVLink or PCIe), a collective reads its peers' buffers directly (CUDA IPC; LOOM_DEVICE_P2P=0
  * turns this off); otherwise, and for send/recv, groups and PreMulSum ops, device data is staged
  * through page-locked host memory and moved by the host algorithms and transports, so it works across
  * hosts, MIG instances and any transport alike.  As with NCCL, the ranks of one call pass device
  * buffers alike (all device or all host memory); mixing them fails the call with loomInvalidUsage unless
- * LOOM_DEVICE_DIRECT=0.
+ * LOOM_DEVICE_P2P=0.
  */
 #ifndef LOOM_H_
 #define LOOM_H_

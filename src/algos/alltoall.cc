@@ -1,8 +1,8 @@
 // Alltoall: block p of every rank's sendbuff goes to rank p, into the sender's slot of recvbuff.
 // Out of place, all n-1 exchanges are one set of transfers that progress together (algos/p2p.cc); the
 // own block is a copy.  In place (sendbuff == recvbuff) a block may only be overwritten once it has
-// left: small blocks are all staged first and exchanged at once; large ones go pairwise, one peer per
-// step (step i pairs rank r with rank i - r mod n, a pairing every rank agrees on), staging one block
+// left: small blocks are all copied aside first and exchanged at once; large ones go pairwise, one peer per
+// step (step i pairs rank r with rank i - r mod n, a pairing every rank agrees on), copying aside one block
 // at a time in a buffer that stays in cache and is reused across calls.
 #include <vector>
 
@@ -23,22 +23,22 @@ loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
   const CopyFn copy = reduceKernels().copy;
   const bool pairwise = in == out && n > 1 && params().SHM_DIRECT_MIN > 0 &&
                         block >= static_cast<size_t>(params().SHM_DIRECT_MIN);
-  ScratchLease staged(ScratchUse::kStaged, in != out ? 0 : pairwise ? block : block * n);
+  ScratchLease outgoing(ScratchUse::kOutgoing, in != out ? 0 : pairwise ? block : block * n);
   if (pairwise) {
     for (int step = 0; step < n; ++step) {
       const int p = (step - r + n) % n;
       if (p == r) continue;  // our own block stays where it is
-      copy(staged.data(), out + p * block, block);
+      copy(outgoing.data(), out + p * block, block);
       LOOM_CHECK(runTransfers(comm,
-                              {Transfer{p, true, staged.data(), block, signature},
+                              {Transfer{p, true, outgoing.data(), block, signature},
                                Transfer{p, false, out + p * block, block, signature}},
                               "alltoall (in place, pairwise)"));
     }
     return loomSuccess;
   }
   if (in == out) {
-    copy(staged.data(), in, block * n);
-    in = staged.data();
+    copy(outgoing.data(), in, block * n);
+    in = outgoing.data();
   }
   std::vector<Transfer> transfers;
   for (int i = 1; i <= n; ++i) {  // starting after ourselves spreads the first slots over all peers

@@ -17,7 +17,7 @@ int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, lo
 int launchCopyKernel(void* dst, const void* src, size_t bytes, void* stream);
 // Loads every kernel above on the current device now.  CUDA loads a kernel at its first launch, and
 // loading synchronises the device; a first launch inside a call that the user's stream is waiting for
-// would wait for itself (seen on an H200: the direct allreduce's first reduce kernel never launched).
+// would wait for itself (seen on an H200: the p2p allreduce's first reduce kernel never launched).
 int loadDeviceKernels();
 
 }  // namespace loom

@@ -93,7 +93,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
   }
   Backoff backoff(ctx, producer);
   // Peers sent to straight from a transfer's buffer: a buffer is the caller's again once runTransfers
-  // returns (alltoall in place reuses its staging block at the next step), so these are flushed first.
+  // returns (alltoall in place reuses its outgoing copy at the next step), so these are flushed first.
   std::vector<int> postedFrom;
 
   while (!out.empty() || !in.empty()) {
@@ -118,7 +118,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
             postedFrom.push_back(it->first);
         } else {
           copy(slot, p.t->buffer + p.done, n);
-          countStagingCopy(n);
+          countSlotCopy(n);
           q->post(n, p.t->signature);
         }
         LOOM_TRACE(kTransport, "%s: rank %d -> %d: %zu bytes of %s", what, comm->rank, it->first, n,
@@ -156,7 +156,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
         } else if (p.device) LOOM_CHECK(deviceCopy(comm, dev, p.t->buffer + p.done, data, n, what));
         else {
           (p.t->bytes >= kStreamingMinBytes ? copyOut : copy)(p.t->buffer + p.done, data, n);
-          countStagingCopy(n);
+          countSlotCopy(n);
         }
         q->release();
         LOOM_TRACE(kTransport, "%s: rank %d <- %d: %zu bytes of %s", what, comm->rank, it->first, n,

@@ -85,7 +85,7 @@ loomResult_t Primitives::receiveInto(void* out, size_t n) {
     const void* in;
     LOOM_CHECK(waitRecv(&in, n));
     copyOut_(out, in, n * elemSize_);
-    countStagingCopy(n * elemSize_);
+    countSlotCopy(n * elemSize_);
     recvQ_->release();
     return loomSuccess;
   }
@@ -99,7 +99,7 @@ loomResult_t Primitives::receiveInto(void* out, size_t n) {
 // Posts the acquired slot with next <- src, copied into it.
 void Primitives::postCopy(void* slot, const void* src, size_t n) {
   copy_(slot, src, n * elemSize_);
-  countStagingCopy(n * elemSize_);
+  countSlotCopy(n * elemSize_);
   sendQ_->post(n * elemSize_, signature_);
 }
 
@@ -174,7 +174,7 @@ loomResult_t Primitives::recvCopySend(void* out, size_t n) {
   LOOM_CHECK(waitRecv(&in, n));
   copy_(slot, in, n * elemSize_);  // both copies read the received slot, which is in cache
   copyOut_(out, in, n * elemSize_);
-  countStagingCopy(2 * n * elemSize_);
+  countSlotCopy(2 * n * elemSize_);
   recvQ_->release();
   sendQ_->post(n * elemSize_, signature_);
   return loomSuccess;

@@ -1,5 +1,5 @@
 // Per-thread scratch memory for the algorithms that need room beside the user's buffers: one-shot's
-// gathered inputs, recursive halving/doubling's received halves, alltoall's in-place staging.
+// gathered inputs, recursive halving/doubling's received halves, alltoall's in-place outgoing copies.
 //
 // Why not a vector per call: at large sizes the allocation cost more than the collective.  A fresh
 // vector is a fresh mmap, zero-filled and faulted in page by page at every call (a 16 MB one-shot
@@ -13,7 +13,7 @@
 
 namespace loom {
 
-enum class ScratchUse { kGathered, kReceived, kStaged, kOwnInput, kCount };
+enum class ScratchUse { kGathered, kReceived, kOutgoing, kOwnInput, kCount };
 
 constexpr size_t kScratchKeepBytes = 64u << 20;
 

@@ -3,7 +3,7 @@
 // allreduce and reduce-scatter, which reduce with the GPU's kernels (algos/transfer_ring.cc): the
 // NIC reads the sender's GPU buffer and writes the receiver's where they lie, so the bytes never pass
 // through host memory.  The transport offers it (an ib queue posts direct frames from device memory,
-// which the receiver reads with RDMA READ: transport/net/staged_queue.h); the topology decides it: the
+// which the receiver reads with RDMA READ: transport/net/relay_queue.h); the topology decides it: the
 // rank's GPU and its NIC must be within LOOM_NET_GDR_LEVEL and the NIC must report GPUDirect support
 // (topo/decisions.h), exactly the decision loom-topo prints.  Anything else is staged through host
 // memory (device/device_call.h).

@@ -18,7 +18,7 @@
 
 namespace loom {
 
-std::atomic<uint64_t>& stagingCopyBytes() {
+std::atomic<uint64_t>& slotCopyBytes() {
   static std::atomic<uint64_t> bytes{0};
   return bytes;
 }

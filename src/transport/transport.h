@@ -5,7 +5,7 @@
 // slot, writes (or reduces) straight into it and posts it; the receiver waits for the next posted slot,
 // reads (or reduces) straight from it and releases it.  Algorithms therefore never copy through an
 // intermediate buffer, whatever the transport: for shm a slot is shared memory, for a network transport
-// it is a staging buffer.  Where a message is only copied (not reduced) and the wire can take bytes from
+// it is a buffer in this process.  Where a message is only copied (not reduced) and the wire can take bytes from
 // anywhere, the slot is skipped on the way out (postFrom) and on the way in (receiveInto): zero copy.
 #pragma once
 
@@ -125,10 +125,10 @@ class RecvQueue {
   virtual bool canReadDirectInto(void* device, size_t bytes) { return false; }
 };
 
-// Bytes copied between a caller's buffer and a slot (the staging copies that zero copy avoids), by the
+// Bytes copied between a caller's buffer and a slot (the copies that zero copy avoids), by the
 // algorithms and the transports of this process: tests count them per byte sent.
-std::atomic<uint64_t>& stagingCopyBytes();
-inline void countStagingCopy(size_t bytes) { stagingCopyBytes().fetch_add(bytes, std::memory_order_relaxed); }
+std::atomic<uint64_t>& slotCopyBytes();
+inline void countSlotCopy(size_t bytes) { slotCopyBytes().fetch_add(bytes, std::memory_order_relaxed); }
 
 // What a transport promises for a pair of ranks; the selector takes the best estimate.
 struct TransportEstimate {

@@ -29,7 +29,7 @@ TEST(Scratch, TheSameUseTwiceAtOnceGetsTwoBuffers) {
 }
 
 TEST(Scratch, UsesDoNotShareAndAZeroByteLeaseIsUsable) {
-  ScratchLease a(ScratchUse::kStaged, 64);
+  ScratchLease a(ScratchUse::kOutgoing, 64);
   ScratchLease b(ScratchUse::kOwnInput, 0);
   EXPECT_NE(a.data(), nullptr);
   EXPECT_NE(b.data(), nullptr);

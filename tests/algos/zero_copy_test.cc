@@ -1,6 +1,6 @@
 // Zero copy over the network: a copy collective, a receive or a ring or tree reduction over the socket
 // (and the UCX) transport moves every byte from the caller's buffer to the socket and from the socket to the
-// caller's buffer, with no staging copy through a slot (transport.h, stagingCopyBytes).  Over shared
+// caller's buffer, with no copy through a slot (transport.h, slotCopyBytes).  Over shared
 // memory the pipelined calls go through slots, which shows that the count counts.  Every element of every
 // result is checked too.
 #include <gtest/gtest.h>
@@ -106,7 +106,7 @@ const std::vector<Call>& calls() {
   return v;
 }
 
-// Runs every call on kRanks ranks over `net` (nullptr: shared memory) and checks each rank's staging
+// Runs every call on kRanks ranks over `net` (nullptr: shared memory) and checks each rank's slot
 // copies: none at all over the network (expectZero), some for the calls that cross slots on shm.
 void countCopies(const char* net, bool expectZero) {
   ScopedEnv env;
@@ -120,9 +120,9 @@ void countCopies(const char* net, bool expectZero) {
       // A first call makes the connections and warms up; the count covers the second.
       std::string first;
       ASSERT_EQ(call.run(rank, comm, &first), 0u) << call.name << " (first call): " << first;
-      const uint64_t before = stagingCopyBytes().load();
+      const uint64_t before = slotCopyBytes().load();
       ASSERT_EQ(call.run(rank, comm, &first), 0u) << call.name << ": " << first;
-      const uint64_t copied = stagingCopyBytes().load() - before;
+      const uint64_t copied = slotCopyBytes().load() - before;
       if (expectZero || !call.slotsOnShm)
         EXPECT_EQ(copied, 0u) << call.name << " on rank " << rank << ": " << copied << " bytes went through a slot";
       else
@@ -131,10 +131,10 @@ void countCopies(const char* net, bool expectZero) {
   }
 }
 
-TEST(ZeroCopy, NoStagingCopyOverSockets) { countCopies("socket", true); }
+TEST(ZeroCopy, NoSlotCopyOverSockets) { countCopies("socket", true); }
 // UCX over its tcp transport: frames leave from the caller's buffer and their payload lands in the
 // receiver's (UCX's own copies, like the kernel's, are not ours to count).
-TEST(ZeroCopy, NoStagingCopyOverUcx) { countCopies("ucx", true); }
+TEST(ZeroCopy, NoSlotCopyOverUcx) { countCopies("ucx", true); }
 TEST(ZeroCopy, SharedMemoryCopiesThroughSlots) { countCopies(nullptr, false); }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "transport/ib/ib_device.h"
 #include "transport/ib/mr_cache.h"
 #include "transport/net/hello.h"
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 
 namespace loom {
 

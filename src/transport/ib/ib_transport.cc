@@ -13,7 +13,7 @@
 #include "transport/ib/ib_device.h"
 #include "transport/ib/ib_wires.h"
 #include "transport/net/hello.h"
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 
 namespace loom {
 
@@ -150,7 +150,7 @@ loomResult_t IbTransport::createRecv(const ConnectRequest& req, ConnectInfo* inf
     LOOM_CHECK(conn->create());
     LOOM_CHECK(listenAndPublish(kIbMagic, nqps, info, &ci, &fd));
   }
-  *recv = std::make_unique<StagedRecvQueue>(
+  *recv = std::make_unique<RelayRecvQueue>(
       makeIbRecvWire(std::move(conn), fd, std::move(listener), req, ci.token, static_cast<double>(params().TIMEOUT)),
       shape, req.peer);
   return loomSuccess;
@@ -176,7 +176,7 @@ loomResult_t IbTransport::connectSend(const ConnectRequest& req, const ConnectIn
   if (peer.nslots == 0 || peer.stride < kHeaderBytes + shape.slotBytes)
     return setError(loomInvalidUsage, "ib: rank %d has smaller slots than this rank (LOOM_NET_SLOT_SIZE differs)",
                     req.peer);
-  *send = std::make_unique<StagedSendQueue>(makeIbSendWire(std::move(conn)), shape, req.peer);
+  *send = std::make_unique<RelaySendQueue>(makeIbSendWire(std::move(conn)), shape, req.peer);
   return loomSuccess;
 }
 

@@ -1,5 +1,5 @@
 // RDMA verbs transport (LOOM_NET=ib, or by default where an RDMA port is active): one RC queue pair per
-// one-way connection, on the shared staged-queue mechanism (transport/net).  The receiver's ring of slots
+// one-way connection, on the shared relay-queue mechanism (transport/net).  The receiver's ring of slots
 // is registered memory that the sender writes into with RDMA WRITE; each slot starts with a 16-byte
 // header (size, call signature).  Completion is signalled per frame either by RDMA WRITE WITH IMMEDIATE
 // (the immediate is the slot index) or, where the device lacks it (iWARP devices such as siw, and any

@@ -196,7 +196,7 @@ class IbRecvWire : public RecvWire {
     FrameHeader h{};
     std::memcpy(&h, conn_->slot(index), sizeof h);
     if (!frameFits(FrameHeader{h.bytes & ~kDirectFrame, h.signature}, capacity, why)) return false;
-    *bytes = h.bytes;  // the staged queue reads the direct flag
+    *bytes = h.bytes;  // the relay queue reads the direct flag
     *signature = h.signature;
     return true;
   }

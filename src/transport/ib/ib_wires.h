@@ -1,4 +1,4 @@
-// The ib transport's two wires (transport/net/staged_queue.h): frames written by RDMA WRITE with
+// The ib transport's two wires (transport/net/relay_queue.h): frames written by RDMA WRITE with
 // immediate into the peer's slot ring, credits sent back, and direct frames from GPU memory read by the
 // receiver (GPUDirect RDMA).
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "transport/ib/ib_connection.h"
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 
 namespace loom {
 

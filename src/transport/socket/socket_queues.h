@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 #include "transport/socket/striped_io.h"
 #include "transport/transport.h"
 

@@ -78,7 +78,7 @@ bool SocketRecvQueue::advance() {
         if (inlined_) {  // the whole message came with its head
           if (inCaller_) {
             std::memcpy(into_, head_.inlined, head_.header.bytes);
-            countStagingCopy(head_.header.bytes);
+            countSlotCopy(head_.header.bytes);
           }
           state_ = State::kMessage;
           return true;
@@ -182,7 +182,7 @@ loomResult_t SocketRecvQueue::receiveInto(void* dst, size_t capacity, size_t* by
     } else if (!inCaller_) {
       // The frame began arriving before this call (a tryWait read it into the slot).
       std::memcpy(dst, inlined_ ? head_.inlined : slot_.data(), head_.header.bytes);
-      countStagingCopy(head_.header.bytes);
+      countSlotCopy(head_.header.bytes);
     }
   } else if (state_ == State::kDirect) {
     failure_ = "a direct frame larger than its receive was refused";  // its payload is still in the sockets

@@ -13,7 +13,7 @@
 #include "base/params.h"
 #include "base/socket.h"
 #include "transport/net/hello.h"
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 #include "transport/ucx/ucx_api.h"
 
 namespace loom {
@@ -47,7 +47,7 @@ const UcxContext& ucxContext() {
     }
     // UCX's registration cache installs memory hooks (mmap/munmap interception) at ucp_init; in a rank
     // forked from a test runner that install once deadlocked on UCX's own event lock (UCX 1.13, seen in
-    // the collectives suite).  Loom hands UCX only its staging rings, which live as long as the
+    // the collectives suite).  Loom hands UCX only its slot rings, which live as long as the
     // connection, so the cache buys little: off unless the user asks for it with UCX_RCACHE_ENABLE.
     if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucx().ucp_config_modify(config, "RCACHE_ENABLE", "n");
     ucp_params_t p{};
@@ -379,7 +379,7 @@ loomResult_t UcxTransport::createRecv(const ConnectRequest& req, ConnectInfo* in
   publishNetListenInfo(kUcxMagic, addr, 1, info, &ci);
   LOOM_TRACE(kNet, "ucx: rank %d <- %d channel %d listens on %s (%s)", req.self, req.peer, req.channel,
              addr.toString().c_str(), iface.c_str());
-  *recv = std::make_unique<StagedRecvQueue>(
+  *recv = std::make_unique<RelayRecvQueue>(
       std::make_unique<UcxRecvWire>(std::move(worker), req, ci.token, static_cast<double>(params().TIMEOUT)),
       netRingShape(), req.peer);
   return loomSuccess;
@@ -392,7 +392,7 @@ loomResult_t UcxTransport::connectSend(const ConnectRequest& req, const ConnectI
   LOOM_CHECK(readNetListenInfo(peerInfo, kUcxMagic, 1, "ucx", req.peer, &ci, &addr));
   auto worker = std::make_unique<UcxWorker>();
   LOOM_CHECK(worker->create());
-  *send = std::make_unique<StagedSendQueue>(
+  *send = std::make_unique<RelaySendQueue>(
       std::make_unique<UcxSendWire>(std::move(worker), addr, makeNetHello(kUcxMagic, req, ci.token, 0, 1)),
       netRingShape(), req.peer);
   return loomSuccess;

@@ -1,6 +1,6 @@
 // UCX transport (LOOM_NET=ucx): each one-way connection is a UCP stream endpoint between two workers,
 // connected through a UCP listener (client/server sockaddr mode), and carries the same frames as the
-// socket transport through the shared staged-queue mechanism (transport/net).  UCX chooses the wire
+// socket transport through the shared relay-queue mechanism (transport/net).  UCX chooses the wire
 // underneath (tcp, shared memory, verbs, cuda where present; UCX_TLS restricts it), so loom gets every
 // fabric UCX supports without code of its own for each.
 #pragma once

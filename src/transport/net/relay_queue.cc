@@ -1,4 +1,4 @@
-#include "transport/net/staged_queue.h"
+#include "transport/net/relay_queue.h"
 
 #include <chrono>
 #include <cstring>
@@ -11,7 +11,7 @@ namespace loom {
 
 // State shared by a queue and its I/O thread.  `produced` counts slots the producer side filled (the
 // rank for a send queue, the thread for a receive queue), `consumed` those the other side emptied.
-struct StagedRing {
+struct RelayRing {
   std::vector<void*> slots;
   std::vector<std::vector<char>> owned;  // storage for the slots the wire did not provide
   size_t slotBytes;
@@ -42,7 +42,7 @@ struct StagedRing {
   std::mutex errorMutex;
   std::string error;
 
-  StagedRing(size_t n, size_t slotSize, const std::function<void*(size_t)>& provided)
+  RelayRing(size_t n, size_t slotSize, const std::function<void*(size_t)>& provided)
       : slots(n), owned(n), slotBytes(slotSize), bytes(n, 0), signatures(n, 0), direct(n, 0), source(n, nullptr),
         inCaller(n, 0) {
     for (size_t i = 0; i < n; ++i) {
@@ -111,19 +111,19 @@ loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction,
 
 // ---- sending side ----
 
-StagedSendQueue::StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer)
+RelaySendQueue::RelaySendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer)
     : wire_(std::move(wire)),
-      ring_(std::make_unique<StagedRing>(shape.nslots, shape.slotBytes,
+      ring_(std::make_unique<RelayRing>(shape.nslots, shape.slotBytes,
                                          [this](size_t i) { return wire_->slotMemory(i); })),
       peer_(peer),
       thread_([this] { run(); }) {}
 
-void StagedSendQueue::abandon() { ring_->fail("the connection was abandoned (communicator aborted)"); }
+void RelaySendQueue::abandon() { ring_->fail("the connection was abandoned (communicator aborted)"); }
 
-StagedSendQueue::~StagedSendQueue() {
+RelaySendQueue::~RelaySendQueue() {
   // A collective ends once its last slot is posted; the thread may still be sending it.  Let it finish
   // (bounded by LOOM_TIMEOUT, and over at once if the connection failed) before stopping it.
-  StagedRing& r = *ring_;
+  RelayRing& r = *ring_;
   const Deadline flushBy = Deadline::afterSeconds(static_cast<double>(params().TIMEOUT));
   while (r.consumed.load() != posted_ && !r.failed.load() && !flushBy.expired()) {
     r.rankSleeping.store(1);
@@ -137,29 +137,29 @@ StagedSendQueue::~StagedSendQueue() {
   thread_.join();
 }
 
-size_t StagedSendQueue::slotBytes() const { return ring_->slotBytes; }
+size_t RelaySendQueue::slotBytes() const { return ring_->slotBytes; }
 
-bool StagedSendQueue::hasFree() const {
+bool RelaySendQueue::hasFree() const {
   return posted_ - ring_->consumed.load(std::memory_order_acquire) < ring_->size();
 }
 
-loomResult_t StagedSendQueue::acquire(void** slot, const WaitContext& ctx) {
-  StagedRing& r = *ring_;
+loomResult_t RelaySendQueue::acquire(void** slot, const WaitContext& ctx) {
+  RelayRing& r = *ring_;
   LOOM_CHECK(waitUntil([&] { return hasFree() || r.failed.load(); }, &r.consumed, &r.rankSleeping, ctx, producer()));
   if (!hasFree()) return netFailure(ctx, peer_, "send to", r.why());
   *slot = r.slots[posted_ % r.size()];
   return loomSuccess;
 }
 
-bool StagedSendQueue::tryAcquire(void** slot) {
+bool RelaySendQueue::tryAcquire(void** slot) {
   if (!hasFree()) return false;
   *slot = ring_->slots[posted_ % ring_->size()];
   return true;
 }
 
 // Describes the next ring entry and hands it to the I/O thread.
-void StagedSendQueue::publish(size_t bytes, uint64_t signature, bool direct, const void* source, bool inCaller) {
-  StagedRing& r = *ring_;
+void RelaySendQueue::publish(size_t bytes, uint64_t signature, bool direct, const void* source, bool inCaller) {
+  RelayRing& r = *ring_;
   const size_t i = posted_ % r.size();
   r.bytes[i] = bytes;
   r.signatures[i] = signature;
@@ -169,13 +169,13 @@ void StagedSendQueue::publish(size_t bytes, uint64_t signature, bool direct, con
   publishAndWake(&r.produced, ++posted_, &r.threadSleeping);
 }
 
-void StagedSendQueue::post(size_t bytes, uint64_t signature) { publish(bytes, signature, false, nullptr, false); }
+void RelaySendQueue::post(size_t bytes, uint64_t signature) { publish(bytes, signature, false, nullptr, false); }
 
-void StagedSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) {
+void RelaySendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) {
   publish(bytes, signature, false, src, landing == Landing::kCaller);
 }
 
-void StagedSendQueue::postDirect(const void* src, size_t bytes, uint64_t signature) {
+void RelaySendQueue::postDirect(const void* src, size_t bytes, uint64_t signature) {
   DirectRef ref{};
   std::string why;
   if (!wire_->offerDirect(src, bytes, &ref, &why)) {
@@ -186,11 +186,11 @@ void StagedSendQueue::postDirect(const void* src, size_t bytes, uint64_t signatu
   publish(sizeof ref, signature, true, nullptr, false);
 }
 
-bool StagedSendQueue::directDone() {
+bool RelaySendQueue::directDone() {
   return !directError_.empty() || ring_->consumed.load() == posted_ || ring_->failed.load();
 }
 
-loomResult_t StagedSendQueue::waitDirectDone(const WaitContext& ctx) {
+loomResult_t RelaySendQueue::waitDirectDone(const WaitContext& ctx) {
   if (!directError_.empty()) {
     const std::string why = directError_;
     directError_.clear();
@@ -199,8 +199,8 @@ loomResult_t StagedSendQueue::waitDirectDone(const WaitContext& ctx) {
   return flush(ctx);
 }
 
-loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
-  StagedRing& r = *ring_;
+loomResult_t RelaySendQueue::flush(const WaitContext& ctx) {
+  RelayRing& r = *ring_;
   LOOM_CHECK(waitUntil([&] { return r.consumed.load() == posted_ || r.failed.load(); }, &r.consumed,
                        &r.rankSleeping, ctx, producer()));
   if (r.consumed.load() != posted_)
@@ -208,8 +208,8 @@ loomResult_t StagedSendQueue::flush(const WaitContext& ctx) {
   return loomSuccess;
 }
 
-void StagedSendQueue::run() {
-  StagedRing& r = *ring_;
+void RelaySendQueue::run() {
+  RelayRing& r = *ring_;
   uint32_t sent = 0;
   std::vector<Frame> frames;
   std::string why;
@@ -257,26 +257,26 @@ void StagedSendQueue::run() {
 
 // ---- receiving side ----
 
-StagedRecvQueue::StagedRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer)
+RelayRecvQueue::RelayRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer)
     : wire_(std::move(wire)),
-      ring_(std::make_unique<StagedRing>(shape.nslots, shape.slotBytes,
+      ring_(std::make_unique<RelayRing>(shape.nslots, shape.slotBytes,
                                          [this](size_t i) { return wire_->slotMemory(i); })),
       peer_(peer),
       thread_([this] { run(); }) {}
 
-StagedRecvQueue::~StagedRecvQueue() {
-  StagedRing& r = *ring_;
+RelayRecvQueue::~RelayRecvQueue() {
+  RelayRing& r = *ring_;
   r.stop.store(true);
   publishAndWake(&r.consumed, r.consumed.load(), &r.threadSleeping);
   wire_->shutdown();
   thread_.join();
 }
 
-size_t StagedRecvQueue::slotBytes() const { return ring_->slotBytes; }
+size_t RelayRecvQueue::slotBytes() const { return ring_->slotBytes; }
 
-bool StagedRecvQueue::ready() const { return ring_->produced.load(std::memory_order_acquire) != released_; }
+bool RelayRecvQueue::ready() const { return ring_->produced.load(std::memory_order_acquire) != released_; }
 
-void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature) {
+void RelayRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature) {
   const size_t i = released_ % ring_->size();
   *data = ring_->slots[i];
   *bytes = ring_->bytes[i];
@@ -289,12 +289,12 @@ void StagedRecvQueue::take(const void** data, size_t* bytes, uint64_t* signature
   }
 }
 
-bool StagedRecvQueue::landedInCaller() const { return ring_->inCaller[released_ % ring_->size()] != 0; }
+bool RelayRecvQueue::landedInCaller() const { return ring_->inCaller[released_ % ring_->size()] != 0; }
 
-bool StagedRecvQueue::isDirect() const { return ring_->direct[released_ % ring_->size()] != 0; }
+bool RelayRecvQueue::isDirect() const { return ring_->direct[released_ % ring_->size()] != 0; }
 
-loomResult_t StagedRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
-  StagedRing& r = *ring_;
+loomResult_t RelayRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
+  RelayRing& r = *ring_;
   std::memcpy(&r.readRef, r.slots[released_ % r.size()], sizeof r.readRef);
   r.readDst = dst;
   const uint32_t ticket = r.readsAsked.load() + 1;
@@ -306,8 +306,8 @@ loomResult_t StagedRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
   return loomSuccess;
 }
 
-bool StagedRecvQueue::serveRead(const std::function<void()>& grantFreed, std::string* why) {
-  StagedRing& r = *ring_;
+bool RelayRecvQueue::serveRead(const std::function<void()>& grantFreed, std::string* why) {
+  RelayRing& r = *ring_;
   const uint32_t asked = r.readsAsked.load();
   if (asked == r.readsServed.load() || r.failed.load()) return true;  // nothing asked, or no use trying
   if (!wire_->readDirect(r.readRef, r.readDst, grantFreed, r.stop, why)) return false;
@@ -317,8 +317,8 @@ bool StagedRecvQueue::serveRead(const std::function<void()>& grantFreed, std::st
 
 // The rank is ready for its next frame, into dst (null: the slot).  A frame the sender marked as
 // landing in the caller's buffer waits in the wire for this.
-void StagedRecvQueue::askFor(void* dst, size_t capacity) {
-  StagedRing& r = *ring_;
+void RelayRecvQueue::askFor(void* dst, size_t capacity) {
+  RelayRing& r = *ring_;
   const bool askedAlready = r.intoAsked.load(std::memory_order_relaxed) == released_ + 1;
   if (!wire_->readsHeaderFirst() || askedAlready) return;
   r.intoDst = dst;
@@ -328,9 +328,9 @@ void StagedRecvQueue::askFor(void* dst, size_t capacity) {
   if (r.threadAwaits.load() != 0) wire_->interrupt();                 // or wait in the wire
 }
 
-loomResult_t StagedRecvQueue::receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
+loomResult_t RelayRecvQueue::receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
                                           const WaitContext& ctx) {
-  StagedRing& r = *ring_;
+  RelayRing& r = *ring_;
   askFor(dst, capacity);
   loomResult_t res =
       waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx, producer());
@@ -352,15 +352,15 @@ loomResult_t StagedRecvQueue::receiveInto(void* dst, size_t capacity, size_t* by
       LOOM_CHECK(readDirect(dst, ctx));
     } else if (!r.inCaller[i]) {  // it arrived before this call asked for it
       std::memcpy(dst, data, *bytes);
-      countStagingCopy(*bytes);
+      countSlotCopy(*bytes);
     }
   }
   release();
   return loomSuccess;
 }
 
-loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
-  StagedRing& r = *ring_;
+loomResult_t RelayRecvQueue::wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) {
+  RelayRing& r = *ring_;
   askFor(nullptr, 0);
   LOOM_CHECK(waitUntil([&] { return ready() || r.failed.load(); }, &r.produced, &r.rankSleeping, ctx, producer()));
   if (!ready())
@@ -369,17 +369,17 @@ loomResult_t StagedRecvQueue::wait(const void** data, size_t* bytes, uint64_t* s
   return loomSuccess;
 }
 
-bool StagedRecvQueue::tryWait(const void** data, size_t* bytes, uint64_t* signature) {
+bool RelayRecvQueue::tryWait(const void** data, size_t* bytes, uint64_t* signature) {
   askFor(nullptr, 0);  // unless expectInto() named a buffer for this frame
   if (!ready()) return false;
   take(data, bytes, signature);
   return true;
 }
 
-void StagedRecvQueue::release() { publishAndWake(&ring_->consumed, ++released_, &ring_->threadSleeping); }
+void RelayRecvQueue::release() { publishAndWake(&ring_->consumed, ++released_, &ring_->threadSleeping); }
 
-void StagedRecvQueue::run() {
-  StagedRing& r = *ring_;
+void RelayRecvQueue::run() {
+  RelayRing& r = *ring_;
   std::string why;
   if (!wire_->open(r.stop, &why)) {
     if (!r.stop.load()) r.fail(why);
@@ -428,9 +428,9 @@ void StagedRecvQueue::run() {
 
 // Receives frame `number` (counted from 1) into slot i, or its payload straight into the buffer the
 // rank named, when the sender marked it so and the wire reads headers first.
-bool StagedRecvQueue::receiveFrame(size_t i, uint32_t number, const std::function<void()>& between, size_t* bytes,
+bool RelayRecvQueue::receiveFrame(size_t i, uint32_t number, const std::function<void()>& between, size_t* bytes,
                                    uint64_t* signature, std::string* why) {
-  StagedRing& r = *ring_;
+  RelayRing& r = *ring_;
   r.inCaller[i] = 0;
   if (!wire_->readsHeaderFirst())
     return wire_->receive(i, r.slots[i], r.slotBytes, bytes, signature, between, r.stop, why);

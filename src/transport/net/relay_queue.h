@@ -1,6 +1,6 @@
-// The mechanism every network transport shares (socket, ucx, ibverbs): each end of a one-way connection
-// keeps a ring of slots in its own memory, and one I/O thread per queue moves filled slots across the
-// wire.  The ranks' own threads only ever touch the ring (acquire/post, wait/release) and so never block
+// The relay queue, the mechanism the UCX and verbs transports share (the socket transport shares its
+// frames and ring shape, and moves its own frames): each end of a one-way connection keeps a ring of
+// slots in its own memory, and one I/O thread per queue relays filled slots across the wire.  The ranks' own threads only ever touch the ring (acquire/post, wait/release) and so never block
 // in a network call, and no cycle of full network buffers can deadlock a ring algorithm.
 //
 // A transport supplies only its wire: how a batch of frames leaves this process (SendWire) and how the
@@ -138,12 +138,12 @@ std::string explainNetFailure(const WaitContext& ctx, int peer, const char* dire
 // Records it (setError, loomRemoteError) with `peer` as the rank lost, and returns the code.
 loomResult_t netFailure(const WaitContext& ctx, int peer, const char* direction, const std::string& why);
 
-struct StagedRing;
+struct RelayRing;
 
-class StagedSendQueue : public SendQueue {
+class RelaySendQueue : public SendQueue {
  public:
-  StagedSendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer);
-  ~StagedSendQueue() override;
+  RelaySendQueue(std::unique_ptr<SendWire> wire, RingShape shape, int peer);
+  ~RelaySendQueue() override;
   size_t slotBytes() const override;
   loomResult_t acquire(void** slot, const WaitContext& ctx) override;
   bool tryAcquire(void** slot) override;
@@ -165,17 +165,17 @@ class StagedSendQueue : public SendQueue {
   void run();
 
   std::unique_ptr<SendWire> wire_;
-  std::unique_ptr<StagedRing> ring_;
+  std::unique_ptr<RelayRing> ring_;
   int peer_;
   uint32_t posted_ = 0;
   std::string directError_;  // the last direct post could not be offered
   std::thread thread_;
 };
 
-class StagedRecvQueue : public RecvQueue {
+class RelayRecvQueue : public RecvQueue {
  public:
-  StagedRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer);
-  ~StagedRecvQueue() override;
+  RelayRecvQueue(std::unique_ptr<RecvWire> wire, RingShape shape, int peer);
+  ~RelayRecvQueue() override;
   size_t slotBytes() const override;
   loomResult_t wait(const void** data, size_t* bytes, uint64_t* signature, const WaitContext& ctx) override;
   bool tryWait(const void** data, size_t* bytes, uint64_t* signature) override;
@@ -200,7 +200,7 @@ class StagedRecvQueue : public RecvQueue {
   bool serveRead(const std::function<void()>& grantFreed, std::string* why);
 
   std::unique_ptr<RecvWire> wire_;
-  std::unique_ptr<StagedRing> ring_;
+  std::unique_ptr<RelayRing> ring_;
   int peer_;
   uint32_t released_ = 0;
   std::thread thread_;

@@ -28,6 +28,16 @@
 #include "transport/emulated_verbs.h"
 #include "transport/ib/ib_transport.h"
 
+// A check inside a forked rank, which returns its exit code: a failed one says what failed (stderr, which
+// the harness shows beside the code) before the rank returns `code`.
+#define FAIL_IF(cond, code)                                                                     \
+  do {                                                                                          \
+    if (cond) {                                                                                 \
+      std::fprintf(stderr, "%s:%d: failed (exit %d): %s\n", __FILE__, __LINE__, code, #cond); \
+      return code;                                                                              \
+    }                                                                                           \
+  } while (0)
+
 namespace {
 
 using loom::testing::EmulatedDevice;
@@ -165,10 +175,10 @@ TEST(GdrEmulated, RanksArePlacedOnTheirCurrentGpu) {
     setUp(nullptr);
     return twoRanks([](int rank, loomComm_t comm) {
       const loom::Cluster& c = *comm->cluster;
-      if (!c.isGpu(rank)) return 60;
+      FAIL_IF(!c.isGpu(rank), 60);
       const loom::TopoSystem& s = c.sys(rank);
-      if (s.nodes[c.ranks[rank].device].busId != kGpuBus) return 61;
-      if (c.ranks[rank].nic < 0 || s.nodes[c.ranks[rank].nic].busId != "0000:12:00.0") return 62;
+      FAIL_IF(s.nodes[c.ranks[rank].device].busId != kGpuBus, 61);
+      FAIL_IF(c.ranks[rank].nic < 0 || s.nodes[c.ranks[rank].nic].busId != "0000:12:00.0", 62);
       return 0;
     });
   }, timeBound(60));
@@ -187,28 +197,28 @@ TEST_P(GdrEmulatedNic, DirectFrameMovesGpuMemoryByRdmaRead) {
     nic.iwarp = iwarp;
     EmulatedDevice& dev = setUp(nullptr, nic);
     OneConnection c;
-    if (!c.open()) return 2;
+    FAIL_IF(!c.open(), 2);
     auto& send = c.send;
     auto& recv = c.recv;
     const size_t bytes = 3 * 1024 * 1024 + 5;  // larger than any slot
     void* src = dev.deviceAlloc(bytes);
     void* dst = dev.deviceAlloc(bytes);
-    if (!send->canPostDirectFrom(src, bytes) || !recv->canReadDirectInto(dst, bytes)) return 3;
+    FAIL_IF(!send->canPostDirectFrom(src, bytes) || !recv->canReadDirectInto(dst, bytes), 3);
     fill(dev, src, bytes, 7);
     void* slot = nullptr;
-    if (send->acquire(&slot, loom::testing::waitUpTo(20)) != loomSuccess) return 4;
+    FAIL_IF(send->acquire(&slot, loom::testing::waitUpTo(20)) != loomSuccess, 4);
     send->postDirect(src, bytes, 99);
     const void* data = nullptr;
     size_t got = 0;
     uint64_t signature = 0;
-    if (recv->wait(&data, &got, &signature, loom::testing::waitUpTo(20)) != loomSuccess) return 5;
-    if (!recv->isDirect() || got != bytes || signature != 99 || data != nullptr) return 6;
-    if (send->directDone()) return 7;  // not before the receiver has read it
-    if (recv->readDirect(dst, loom::testing::waitUpTo(20)) != loomSuccess) return 8;
+    FAIL_IF(recv->wait(&data, &got, &signature, loom::testing::waitUpTo(20)) != loomSuccess, 5);
+    FAIL_IF(!recv->isDirect() || got != bytes || signature != 99 || data != nullptr, 6);
+    FAIL_IF(send->directDone(), 7);  // not before the receiver has read it
+    FAIL_IF(recv->readDirect(dst, loom::testing::waitUpTo(20)) != loomSuccess, 8);
     recv->release();
-    if (send->waitDirectDone(loom::testing::waitUpTo(20)) != loomSuccess || !send->directDone()) return 9;
-    if (!holds(dev, dst, bytes, 7)) return 10;
-    if (loom::emulated::reads() != 1 || loom::emulated::dmabufRegistrations() != 2) return 11;
+    FAIL_IF(send->waitDirectDone(loom::testing::waitUpTo(20)) != loomSuccess || !send->directDone(), 9);
+    FAIL_IF(!holds(dev, dst, bytes, 7), 10);
+    FAIL_IF(loom::emulated::reads() != 1 || loom::emulated::dmabufRegistrations() != 2, 11);
     return 0;
   }, timeBound(60));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
@@ -223,17 +233,17 @@ TEST(GdrEmulated, AFreedGpuBufferIsUnregisteredBeforeTheNextRegistration) {
   auto outcomes = forkRanks(1, [](int) {
     EmulatedDevice& dev = setUp(nullptr, loom::emulated::Options{});
     OneConnection c;
-    if (!c.open()) return 2;
+    FAIL_IF(!c.open(), 2);
     const size_t bytes = 1 << 20;
     void* freed = dev.deviceAlloc(bytes);
     void* kept = dev.deviceAlloc(bytes);
-    if (!c.send->canPostDirectFrom(freed, bytes) || !c.send->canPostDirectFrom(kept, bytes)) return 3;
-    if (loom::emulated::dmabufRegionsNow() != 2) return 4;
+    FAIL_IF(!c.send->canPostDirectFrom(freed, bytes) || !c.send->canPostDirectFrom(kept, bytes), 3);
+    FAIL_IF(loom::emulated::dmabufRegionsNow() != 2, 4);
     dev.deviceFree(freed);
     void* fresh = dev.deviceAlloc(bytes);  // may reuse the freed address: a new allocation all the same
-    if (!c.send->canPostDirectFrom(fresh, bytes)) return 5;
-    if (loom::emulated::dmabufRegionsNow() != 2) return 6;  // kept and fresh; the freed one is gone
-    if (!c.send->canPostDirectFrom(kept, bytes) || loom::emulated::dmabufRegistrations() != 3) return 7;
+    FAIL_IF(!c.send->canPostDirectFrom(fresh, bytes), 5);
+    FAIL_IF(loom::emulated::dmabufRegionsNow() != 2, 6);  // kept and fresh; the freed one is gone
+    FAIL_IF(!c.send->canPostDirectFrom(kept, bytes) || loom::emulated::dmabufRegistrations() != 3, 7);
     return 0;
   }, timeBound(60));
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
@@ -248,7 +258,7 @@ TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
     loom::emulated::install(loom::emulated::Options{});
     loom::installDeviceApi(nullptr);
     OneConnection c;
-    if (!c.open()) return 2;
+    FAIL_IF(!c.open(), 2);
     auto& send = c.send;
     int device = 0;  // an address the transport must not take for device memory
     return send->canPostDirectFrom(&device, sizeof device) || c.recv->canReadDirectInto(&device, sizeof device) ? 3 : 0;
@@ -285,7 +295,7 @@ int reductions(EmulatedDevice& dev, int rank, loomComm_t comm) {
     return std::fprintf(stderr, "reducescatter: %s\n", loomGetLastError(comm)), 72;
   const auto* o = static_cast<const int32_t*>(dev.view(out));
   for (size_t i = 0; i < block; ++i)
-    if (o[i] != static_cast<int32_t>(rank * block + i) * 3) return 73;
+    FAIL_IF(o[i] != static_cast<int32_t>(rank * block + i) * 3, 73);
   dev.deviceFree(in), dev.deviceFree(out);
   return 0;
 }
@@ -313,14 +323,14 @@ void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
         r = rank == 0 ? loomRecv(theirs, count, loomInt32, 1, comm, nullptr)
                       : loomSend(mine, count, loomInt32, 0, comm, nullptr);
       if (r != loomSuccess) return std::fprintf(stderr, "send/recv: %s\n", loomGetLastError(comm)), 20;
-      if (!holds(dev, theirs, bytes, 11 - rank)) return 21;
+      FAIL_IF(!holds(dev, theirs, bytes, 11 - rank), 21);
       // The same exchange as one group (both at once, as batched isend/irecv do).
       fill(dev, theirs, bytes, 99);
       loomGroupStart();
       loomSend(mine, count, loomInt32, 1 - rank, comm, nullptr);
       loomRecv(theirs, count, loomInt32, 1 - rank, comm, nullptr);
       if (loomGroupEnd() != loomSuccess) return std::fprintf(stderr, "group: %s\n", loomGetLastError(comm)), 27;
-      if (!holds(dev, theirs, bytes, 11 - rank)) return 28;
+      FAIL_IF(!holds(dev, theirs, bytes, 11 - rank), 28);
       // Alltoall: block p of the output is rank p's block for me.
       const size_t block = 100001;
       void* in = dev.deviceAlloc(2 * block * sizeof(int32_t));
@@ -332,7 +342,7 @@ void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
       const auto* o = static_cast<const int32_t*>(dev.view(out));
       for (int p = 0; p < 2; ++p)
         for (size_t i = 0; i < block; ++i)
-          if (o[static_cast<size_t>(p) * block + i] != p * 1000000 + static_cast<int>(rank * block + i)) return 23;
+          FAIL_IF(o[static_cast<size_t>(p) * block + i] != p * 1000000 + static_cast<int>(rank * block + i), 23);
       // Allgather, out of place and in place: block p of the output is rank p's input.
       for (const bool inPlace : {false, true}) {
         auto* gathered = static_cast<int32_t*>(dev.view(out));
@@ -343,7 +353,7 @@ void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
           return std::fprintf(stderr, "allgather: %s\n", loomGetLastError(comm)), 25;
         for (int p = 0; p < 2; ++p)
           for (size_t i = 0; i < block; ++i)
-            if (gathered[static_cast<size_t>(p) * block + i] != p * 7000000 + static_cast<int>(i)) return 26;
+            FAIL_IF(gathered[static_cast<size_t>(p) * block + i] != p * 7000000 + static_cast<int>(i), 26);
       }
       dev.deviceFree(mine), dev.deviceFree(theirs), dev.deviceFree(in), dev.deviceFree(out);
       if (int bad = reductions(dev, rank, comm)) return bad;
@@ -472,7 +482,7 @@ TEST(GdrEmulated, AGpuEndMeetsAHostEnd) {
       }
       dev.deviceFree(gpu);
       if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
-      if (r != loomSuccess) return 40;
+      FAIL_IF(r != loomSuccess, 40);
       return dev.pinnedLive() == 0 ? 0 : 41;  // nothing staged
     });
     if (status != 0) return status;

@@ -45,4 +45,28 @@ struct CostModel {
   std::string describe() const;
 };
 
+// The shape of each allreduce algorithm's time, one table for the two users of a cost model: the
+// selector (algos/selector.cc: this communicator's probed step latency, copy and network speeds) and the
+// paper planner (topo/paper_plan.cc: the planned routes' bandwidths, typical latencies, no hardware).
+// Time = steps x step latency (the slowest hop's) + hostSteps x in-host step latency
+//        + passes x S / copy bandwidth (memory work on the ranks' cores: the live model only)
+//        + linkBytes x S / bandwidth of the busiest link (between hosts; in a host where there is one)
+//        + hostLinkBytes x S / in-host bandwidth (hier's chains).
+struct AlgoShape {
+  bool applies = true;  // false: the algorithm does not run this case (oneshot across hosts on paper)
+  double steps = 0, hostSteps = 0, passes = 0, linkBytes = 0, hostLinkBytes = 0;
+};
+
+// What the shape depends on.  `fromMemory` and `scratchSpills` describe where the data lies (live model:
+// caches; the planner leaves them false).
+struct ShapeCase {
+  double bytes = 0;  // S, per rank
+  int nranks = 1, hosts = 1;
+  size_t slotBytes = 256u << 10;  // the pipelining step
+  bool fromMemory = false;        // the ranks' data far exceeds the caches
+  bool scratchSpills = false;     // oneshot's gathered inputs exceed what a thread keeps as scratch
+};
+
+AlgoShape allReduceShape(Algo algo, const ShapeCase& c);
+
 }  // namespace loom

@@ -66,7 +66,6 @@ bool parseFilter(const std::string& spec, unsigned* allowed, std::string* bad) {
   return true;
 }
 
-double log2ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
 
 }  // namespace
 
@@ -88,14 +87,15 @@ std::string CostModel::describe() const {
 
 // Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core, and
 // across hosts + the bytes its busiest link between hosts carries / the probed network bandwidth.
-// The step counts follow each algorithm's structure; the work factors (memory passes per byte, relative
-// to one copy) were fitted to all_reduce_perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and
-// 8 ranks (perf/algos.py; figures in docs/perf/algos.md); the probes supply this machine's step, copy
-// and network speeds.
+// Allreduce takes its shapes from the table the paper planner shares (algos/cost_model.h); the other
+// collectives' step counts and work factors are below.  The work factors (memory passes per byte,
+// relative to one copy) were fitted to perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and 8
+// ranks (perf/algos.py; figures in docs/perf/algos.md); the probes supply this machine's step, copy and
+// network speeds.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
   if (n <= 1) return 0;
   // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
-  const double S = static_cast<double>(bytes), L = log2ceil(n), f = std::max(1.0, m.oversubscription);
+  const double S = static_cast<double>(bytes), f = std::max(1.0, m.oversubscription);
   // Per-byte time: from cache while the ranks' data fits in a last-level cache share, from memory when
   // it is far larger, and in between (geometric) from 2 to 8 MB per core, where part of it still hits.
   const bool fromMemory = S * f > (4u << 20);
@@ -115,34 +115,15 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
   // each of its ranks.
   const double flatLink = local * (n - local);
-  const bool pow2 = (n & (n - 1)) == 0;
   switch (coll) {
-    case CollType::AllReduce:
-      switch (algo) {
-        case Algo::Ring: return cost(2 * (n - 1), 2.5, 2.0 * (n - 1) / n);
-        // A tree rank receives its two children's partial sums up, and sends the result down to both.
-        case Algo::Tree: return cost(3 * L + 1 + (slices - 1), 4.6, 2.0);
-        // Exchanges of halving (then doubling) halves with partners, the far ones on other hosts.
-        case Algo::Rhd: return cost(3.5 * (L + (pow2 ? 0 : 1)), pow2 ? 6.5 : 8.5, 2.0 * (n - 1) / n);
-        case Algo::OneShot: {  // within one slot: one hand-over through the slots; above: a transfer round
-          // (gathering every input into scratch first, then reducing: more passes per byte).  Within a
-          // slot the n-1 inputs stay in the first-level caches while small: 2.5 passes each at 4 KB,
-          // 4.5 at 256 KB (measured at 2, 4 and 8 ranks).
-          // Gathered inputs beyond what a thread keeps as scratch (algos/scratch.h) are faulted in anew
-          // at every call: about 1.75x the passes (measured at 64 MB on 2, 4 and 8 ranks).
-          const double perPeer = S > slotBytes ? (S * n > kScratchKeepBytes ? 14.0 : fromMemory ? 8.0 : 5.0)
-                                               : 2.5 + 2.0 * std::min(1.0, S / (256u << 10));
-          return cost((S <= slotBytes ? 1.0 : 1.5) + 0.35 * (n - 1), perPeer * (n - 1), flatLink);
-        }
-        case Algo::Hier: {
-          // The chains inside a host only overlap their stages across slices: with few slices a slice
-          // waits for each rank of the chain in turn (a 256 KB call at 2 ranks: 1.4-2.7x the ring here).
-          const double inHost = memory(2 * (local - 1), m.stepUs, 3.0 * (1 + (local - 1) / (2 * slices)));
-          if (!net) return inHost;
-          return inHost + 2 * (hosts - 1) * stepUs + 2.0 * (hosts - 1) / hosts * S * 1e-3 / m.netGBs;
-        }
-        default: return 1e30;
-      }
+    case CollType::AllReduce: {
+      ShapeCase c;
+      c.bytes = S, c.nranks = n, c.hosts = hosts, c.slotBytes = slotBytes, c.fromMemory = fromMemory;
+      c.scratchSpills = S * n > kScratchKeepBytes;
+      const AlgoShape a = allReduceShape(algo, c);
+      if (!a.applies) return 1e30;
+      return memory(a.steps, stepUs, a.passes) + a.hostSteps * m.stepUs + (net ? a.linkBytes * S * 1e-3 / m.netGBs : 0.0);
+    }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
         const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;

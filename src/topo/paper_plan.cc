@@ -1,7 +1,8 @@
 #include "topo/paper_plan.h"
 
+#include "algos/cost_model.h"
+
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace loom {
@@ -19,12 +20,11 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
 }  // namespace
 
 std::vector<PaperEstimate> paperAllReduce(const Cluster& c, const RoutePlan& plan, double S) {
-  const double N = c.nranks();
+  const int N = c.nranks();
   std::vector<int> perHost(c.hosts.size(), 0);
   for (const RankPlace& p : c.ranks) ++perHost[p.host];
-  double H = 0, local = 0;
-  for (int k : perHost)
-    if (k > 0) H += 1, local = std::max<double>(local, k);
+  int H = 0;
+  for (int k : perHost) H += k > 0;
   const bool multi = H > 1;
   // Bandwidths in bytes/us (= MB/s): every ring carries its share, so the rings add up.
   double ringBw = 0;
@@ -34,21 +34,23 @@ std::vector<PaperEstimate> paperAllReduce(const Cluster& c, const RoutePlan& pla
   double intraBw = 1e4;  // the slowest host's best ring inside it
   for (const Ring& r : plan.rings) intraBw = std::min(intraBw, r.bw);
   intraBw = std::min(intraBw, 1e4) * 1e3;
-  const double alpha = multi ? kNetStepUs : kIntraStepUs, L = std::ceil(std::log2(std::max(N, 2.0)));
+  const double alpha = multi ? kNetStepUs : kIntraStepUs;
+  ShapeCase sc;
+  sc.bytes = S, sc.nranks = N, sc.hosts = H;
   std::vector<PaperEstimate> out;
-  out.push_back({"ring", 2 * (N - 1) * alpha + 2 * (N - 1) / N * S / ringBw,
-                 fmt("2(n-1) alpha + 2(n-1)/n S / %.0f GB/s", ringBw / 1e3)});
-  out.push_back({"tree", 2 * L * alpha + 2 * (local - 1) * kIntraStepUs + S / treeBw,
-                 fmt("2 log2(n) alpha + S / %.0f GB/s (two trees, half each, up and down)", treeBw / 1e3)});
-  out.push_back({"rhd", 2 * L * alpha + 2 * (N - 1) / N * S / ringBw,
-                 fmt("2 log2(n) alpha + 2(n-1)/n S / %.0f GB/s", ringBw / 1e3)});
-  if (!multi) out.push_back({"oneshot", alpha + (N - 1) * S / ringBw, "alpha + (n-1) S / bw"});
-  if (multi) {
-    const double netBw = treeBw;  // the NICs of a host, all rails
-    out.push_back({"hier",
-                   2 * (local - 1) * kIntraStepUs + 2 * S / intraBw + 2 * (H - 1) * kNetStepUs + 2 * (H - 1) / H * S / netBw,
-                   fmt("reduce+broadcast in host (%.0f GB/s) + ring over %g hosts (%.0f GB/s)", intraBw / 1e3, H,
-                       netBw / 1e3)});
+  for (int i = 0; i < kNumAlgos; ++i) {
+    const Algo a = static_cast<Algo>(i);
+    const AlgoShape sh = allReduceShape(a, sc);
+    if (!sh.applies || (a == Algo::OneShot && multi) || (a == Algo::Hier && !multi)) continue;
+    // The trees (and hier's ring of hosts, over all of a host's NICs) run at the tree bandwidth, the
+    // others on the rings.
+    const double bw = a == Algo::Tree || a == Algo::Hier ? treeBw : ringBw;
+    const double us = sh.steps * alpha + sh.hostSteps * kIntraStepUs + sh.linkBytes * S / bw +
+                      (sh.hostLinkBytes > 0 ? sh.hostLinkBytes * S / intraBw : 0.0);
+    out.push_back({algoName(a), us,
+                   fmt("%.1f steps x alpha + %.2f S / %.0f GB/s", sh.steps + sh.hostSteps, sh.linkBytes, bw / 1e3) +
+                       (sh.hostLinkBytes > 0 ? fmt(" + %.0f S / %.0f GB/s in host", sh.hostLinkBytes, intraBw / 1e3)
+                                             : std::string())});
   }
   std::sort(out.begin(), out.end(), [](const PaperEstimate& a, const PaperEstimate& b) { return a.us < b.us; });
   return out;

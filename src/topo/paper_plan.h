@@ -1,7 +1,8 @@
-// "What would this machine do?" on paper: the textbook alpha-beta time of each allreduce algorithm
-// over a planned cluster (loom-topo --plan SIZE), using the planned routes' bandwidths.  The live
-// communicator's choice uses the fitted, probed model of algos/selector.h instead; this one needs no
-// hardware, so a user can ask about 1024 hosts of a server they do not have.
+// "What would this machine do?" on paper: the time of each allreduce algorithm over a planned cluster
+// (loom-topo --plan SIZE), from the same per-algorithm shapes the live selector uses (algos/cost_model.h:
+// steps and bytes on the busiest link) with the planned routes' bandwidths and typical step latencies in
+// place of the probed speeds.  It needs no hardware, so a user can ask about 1024 hosts of a server they
+// do not have.
 #pragma once
 
 #include <string>

@@ -1,0 +1,52 @@
+// The allreduce shapes both cost models read (algos/cost_model.h), against hand-computed values and the
+// properties any model must have; and the paper planner built on them choosing what the shapes imply.
+#include <gtest/gtest.h>
+
+#include "algos/cost_model.h"
+
+namespace loom {
+namespace {
+
+ShapeCase at(double bytes, int n, int hosts) {
+  ShapeCase c;
+  c.bytes = bytes, c.nranks = n, c.hosts = hosts;
+  return c;
+}
+
+TEST(CostModel, AllReduceShapesByHand) {
+  // 8 ranks on one host: the ring hands over 2(n-1) = 14 times and each link carries 2(n-1)/n = 1.75 S.
+  const AlgoShape ring = allReduceShape(Algo::Ring, at(1 << 20, 8, 1));
+  EXPECT_DOUBLE_EQ(ring.steps, 14);
+  EXPECT_DOUBLE_EQ(ring.linkBytes, 1.75);
+  // Recursive halving/doubling: log2(8) = 3 rounds each way, the same bytes as the ring.
+  const AlgoShape rhd = allReduceShape(Algo::Rhd, at(1 << 20, 8, 1));
+  EXPECT_LT(rhd.steps, ring.steps);
+  EXPECT_DOUBLE_EQ(rhd.linkBytes, ring.linkBytes);
+  // Oneshot: every rank reads the 7 others' inputs; across 2 hosts of 4 a host's links carry 4 x 4 S.
+  EXPECT_DOUBLE_EQ(allReduceShape(Algo::OneShot, at(4096, 8, 1)).linkBytes, 7);
+  EXPECT_DOUBLE_EQ(allReduceShape(Algo::OneShot, at(4096, 8, 2)).linkBytes, 16);
+  // Hier: chains of 3 hand-overs each way inside a host of 4, a ring of 2 hosts moving S each way.
+  const AlgoShape hier = allReduceShape(Algo::Hier, at(1 << 20, 8, 2));
+  EXPECT_DOUBLE_EQ(hier.hostSteps, 6);
+  EXPECT_DOUBLE_EQ(hier.steps, 2);
+  EXPECT_DOUBLE_EQ(hier.linkBytes, 1);
+  EXPECT_DOUBLE_EQ(allReduceShape(Algo::Hier, at(1 << 20, 8, 1)).linkBytes, 0);  // no network on one host
+  // Flat is not an allreduce.
+  EXPECT_FALSE(allReduceShape(Algo::Flat, at(1 << 20, 8, 1)).applies);
+}
+
+TEST(CostModel, ShapesGrowWithRanksAndSlices) {
+  for (Algo a : {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::OneShot}) {
+    double steps = 0;
+    for (int n : {2, 4, 8, 16, 64}) {
+      const AlgoShape s = allReduceShape(a, at(1 << 20, n, 1));
+      EXPECT_GE(s.steps, steps) << algoName(a) << " at " << n << " ranks";
+      steps = s.steps;
+    }
+  }
+  // The pipelined tree pays a hand-over per slot-sized slice.
+  EXPECT_GT(allReduceShape(Algo::Tree, at(64 << 20, 8, 1)).steps, allReduceShape(Algo::Tree, at(256 << 10, 8, 1)).steps);
+}
+
+}  // namespace
+}  // namespace loom

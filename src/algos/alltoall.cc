@@ -10,9 +10,15 @@
 #include "algos/p2p.h"
 #include "algos/reduce_kernels.h"
 #include "algos/scratch.h"
-#include "base/params.h"
 
 namespace loom {
+
+namespace {
+// In place, blocks from this size on go pairwise: one block copied aside at a time (and sent as a
+// direct post where the transport offers one) beats copying all n aside first.  Every rank must take
+// the same branch, so this is the algorithm's constant, not a transport's setting.
+constexpr size_t kPairwiseMinBlock = 64u << 10;
+}  // namespace
 
 loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
   const int n = comm->nranks, r = comm->rank;
@@ -21,8 +27,7 @@ loomResult_t allToAll(loomComm* comm, const CollArgs& args) {
   char* out = static_cast<char*>(args.recvbuff);
   const uint64_t signature = callSignature(args);
   const CopyFn copy = reduceKernels().copy;
-  const bool pairwise = in == out && n > 1 && params().SHM_DIRECT_MIN > 0 &&
-                        block >= static_cast<size_t>(params().SHM_DIRECT_MIN);
+  const bool pairwise = in == out && n > 1 && block >= kPairwiseMinBlock;
   ScratchLease outgoing(ScratchUse::kOutgoing, in != out ? 0 : pairwise ? block : block * n);
   if (pairwise) {
     for (int step = 0; step < n; ++step) {

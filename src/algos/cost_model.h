@@ -40,6 +40,9 @@ struct CostModel {
   // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
   double netStepUs = 30;
   double netGBs = 1.2;
+  // The smallest message the same-host transport sends as a direct post (a single copy by the kernel);
+  // 0: none.  The transport's setting, which the runtime copies in (transport.h, TransportCaps).
+  size_t hostDirectPostMin = 0;
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;

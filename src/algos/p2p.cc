@@ -82,7 +82,6 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
         return setError(loomInternalError, "%s: rank %d cannot send device memory to %s over %s (no GPUDirect RDMA)",
                         what, comm->rank, comm->describe(peer).c_str(), comm->connection(peer, 0).transport->name());
   const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;
-  const int64_t directMin = params().SHM_DIRECT_MIN;
   WaitContext ctx = comm->waitContext(what);
   // Polling many queues: spin only if no I/O thread of ours has to run for them to move.
   Producer producer = Producer::kPeer;
@@ -102,8 +101,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
       SendQueue* q = comm->connection(it->first, 0).send.get();
       Pending& p = it->second.front();
       void* slot;
-      const bool direct =
-          p.device || (directMin > 0 && p.t->bytes >= static_cast<size_t>(directMin) && q->canPostDirect());
+      const bool direct = p.device || (q->directPostMin() > 0 && p.t->bytes >= q->directPostMin());
       if (p.done == 0 && direct && q->tryAcquire(&slot)) {
         q->postDirect(p.t->buffer, p.t->bytes, p.t->signature);
         p.done = p.t->bytes;

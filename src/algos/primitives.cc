@@ -19,11 +19,9 @@ loomResult_t joinChain(loomComm* comm, const std::vector<int>& chain, int channe
   return comm->connect(peers, channel);
 }
 
-size_t plannedStepBytes(bool acrossHosts) {
+size_t plannedStepBytes(const loomComm* comm, bool acrossHosts) {
   if (params().CHUNK_SIZE > 0) return static_cast<size_t>(params().CHUNK_SIZE);
-  // A step crosses the smallest slot on its way (Primitives below): across hosts, a network ring's too.
-  const int64_t shm = params().SHM_DISABLE != 0 ? params().NET_SLOT_SIZE : params().SHM_SLOT_SIZE;
-  return static_cast<size_t>(acrossHosts ? std::min(shm, params().NET_SLOT_SIZE) : shm);
+  return acrossHosts ? comm->netStepBytes : comm->hostStepBytes;
 }
 
 Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, const CollArgs& call,

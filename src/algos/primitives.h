@@ -30,7 +30,7 @@ inline bool disjoint(const void* a, size_t aBytes, const void* b, size_t bBytes)
 // The step size a plan counts with before any connection exists (the cost model, the channel count):
 // LOOM_CHUNK_SIZE when set, else the slot size (the smaller of the shm and the network one for a
 // communicator across hosts).  Primitives::maxElems() is the exact one.
-size_t plannedStepBytes(bool acrossHosts);
+size_t plannedStepBytes(const loomComm* comm, bool acrossHosts);
 
 // Calls from this size on write their final output with streaming stores (see reduce_kernels.inc).
 constexpr size_t kStreamingMinBytes = 8u << 20;

@@ -126,7 +126,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
     }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
-        const bool single = hosts == 1 && params().SHM_DIRECT_MIN > 0 && S >= params().SHM_DIRECT_MIN;
+        const bool single = hosts == 1 && m.hostDirectPostMin > 0 && S >= static_cast<double>(m.hostDirectPostMin);
         return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0), flatLink);
       }
       // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
@@ -151,7 +151,7 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   }();
   const size_t bytes = args.count * typeSize(args.type);
   const int hosts = comm->cluster ? static_cast<int>(comm->cluster->hosts.size()) : 1;
-  const size_t slot = plannedStepBytes(hosts > 1);
+  const size_t slot = plannedStepBytes(comm, hosts > 1);
   std::vector<Candidate> all, kept;
   for (const Entry& e : kTable) {
     if (e.coll != args.coll) continue;
@@ -236,6 +236,7 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
 
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
+  m.hostDirectPostMin = comm->costModel.hostDirectPostMin;  // the runtime's, from the transports
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   m.oversubscription = std::max(1.0, static_cast<double>(comm->localRanks) / cores);
   if (m.oversubscription > 1) m.stepUs *= 2 * m.oversubscription;  // a hand-over may wait for a rank to wake

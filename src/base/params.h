@@ -38,7 +38,7 @@ namespace loom {
   X(IB_CM, Int, "-1", "-1..1", "how ib queue pairs connect: 1 rdma_cm (rdma_connect/accept), 0 QP attributes over TCP, -1 rdma_cm on iWARP only") \
   X(NSOCKS, Int, "1", "1..16", "TCP sockets per socket-transport connection; frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K", "0..1T",                                                                                    \
-    "send/recv/alltoall messages from this size on are copied once, straight from the sender's memory (0: never)") \
+    "messages over shared memory from this size on are copied once, straight from the sender's memory (0: never)") \
   X(SPIN_US, Int, "-1", "-1..10000000", "microseconds a waiting rank spins before it yields; -1 = automatic (50, none when ranks > cores or when a thread of this process answers)") \
   X(YIELD_US, Int, "1000", "0..10000000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps on a futex") \
   X(SIMD, String, "auto", "", "reduction kernels: auto, avx2 or generic")                                               \

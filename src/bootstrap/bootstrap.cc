@@ -30,8 +30,8 @@ bool secretsEqual(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
-FrameHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int tag, uint64_t len) {
-  FrameHeader h{};
+BootstrapHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int tag, uint64_t len) {
+  BootstrapHeader h{};
   h.magic = kFrameMagic;
   h.type = static_cast<uint16_t>(type);
   std::memcpy(h.secret, id.secret, kSecretBytes);
@@ -51,7 +51,7 @@ Deadline earlier(const Deadline& a, double seconds) {
 
 }  // namespace
 
-bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
+bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
   if (h.magic != kFrameMagic) return *why = "bad magic", false;
   if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
   if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Ping))
@@ -70,8 +70,8 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
   std::vector<PackedAddress> table;
   // Hellos are read from every connected client at once, each with its own deadline (incoming_frames.h),
   // so that a slow or silent client (slowloris) cannot hold up the ranks behind it.
-  IncomingFrames incoming("bootstrap root", [&](const FrameHeader& h, std::string* why) -> long long {
-    if (!validateFrameHeader(h, id.secret, 0, why)) return -1;
+  IncomingFrames incoming("bootstrap root", [&](const BootstrapHeader& h, std::string* why) -> long long {
+    if (!validateBootstrapHeader(h, id.secret, 0, why)) return -1;
     if (h.type != static_cast<uint16_t>(FrameType::Hello) || h.length != sizeof(HelloPayload))
       return *why = "not a hello", -1;
     return static_cast<long long>(sizeof(HelloPayload));
@@ -114,14 +114,14 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
     const Deadline d = Deadline::afterSeconds(1.0);
     for (int r = 0; r < nranks; ++r) {
       if (fds[r] < 0) continue;
-      FrameHeader h = makeHeader(id, FrameType::Table, 0, kMissingTag, missing.size() * sizeof(int32_t));
+      BootstrapHeader h = makeHeader(id, FrameType::Table, 0, kMissingTag, missing.size() * sizeof(int32_t));
       if (sendAll(fds[r], &h, sizeof(h), d, nullptr, "bootstrap root: report missing ranks") == loomSuccess)
         sendAll(fds[r], missing.data(), h.length, d, nullptr, "bootstrap root: report missing ranks");
     }
   }
   if (nranks > 0 && joined == nranks) {
     for (int r = 0; r < nranks; ++r) {
-      FrameHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
+      BootstrapHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
       if (sendAll(fds[r], &h, sizeof(h), deadline, nullptr, "bootstrap root: send table") != loomSuccess ||
           sendAll(fds[r], table.data(), h.length, deadline, nullptr, "bootstrap root: send table") != loomSuccess)
         LOOM_WARN(kBootstrap, "bootstrap root: could not send the table to rank %d", r);
@@ -158,8 +158,8 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   // What may arrive at our listener: ring connections, point-to-point messages, failure notices and
   // liveness pings of this job; anything else is dropped (a port scanner, an old job) and logged.
   b->incoming_ = std::make_unique<IncomingFrames>("rank " + std::to_string(rank), [b = b.get()](
-      const FrameHeader& h, std::string* why) -> long long {
-    if (!validateFrameHeader(h, b->id_.secret, b->nranks_, why)) return -1;
+      const BootstrapHeader& h, std::string* why) -> long long {
+    if (!validateBootstrapHeader(h, b->id_.secret, b->nranks_, why)) return -1;
     switch (static_cast<FrameType>(h.type)) {
       case FrameType::Ring:
       case FrameType::Ping: return 0;
@@ -190,7 +190,7 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   }
   HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
   r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
-  FrameHeader h{};
+  BootstrapHeader h{};
   // The root gives up after its own LOOM_TIMEOUT and then says which ranks never came: wait a little
   // longer than that to hear it.
   const Deadline tableDeadline = Deadline::afterSeconds(timeoutSec + 2);
@@ -287,16 +287,16 @@ std::string Bootstrap::peerAddress(int peer) const {
 
 loomResult_t Bootstrap::writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
                                    const char* what) {
-  FrameHeader h = makeHeader(id_, type, rank_, tag, len);
+  BootstrapHeader h = makeHeader(id_, type, rank_, tag, len);
   LOOM_CHECK(sendAll(fd, &h, sizeof(h), d, abort_, what));
   if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, abort_, what));
   return loomSuccess;
 }
 
-loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, FrameHeader* h) {
+loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, BootstrapHeader* h) {
   LOOM_CHECK(recvAll(fd, h, sizeof(*h), d, abort_, what));
   std::string why;
-  if (!validateFrameHeader(*h, id_.secret, nranks_, &why))
+  if (!validateBootstrapHeader(*h, id_.secret, nranks_, &why))
     return setError(loomRemoteError, "%s: invalid frame (%s)", what, why.c_str());
   return loomSuccess;
 }
@@ -471,7 +471,7 @@ void Bootstrap::announceFailure(int culprit, bool everyone) {
     const Deadline d = earlier(total, 0.1);
     int fd = -1;
     if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) continue;  // gone too
-    FrameHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
+    BootstrapHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
     if (sendAll(fd, &h, sizeof h, d, nullptr, "bootstrap: failure notice") == loomSuccess)
       sendAll(fd, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
     closeSocket(&fd);
@@ -497,7 +497,7 @@ loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost
     int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
     int tag = static_cast<int>(ringSeq_++ & 0x7fffffff);
     // Send and receive at once so that large slots cannot deadlock the ring on full socket buffers.
-    FrameHeader sh = makeHeader(id_, FrameType::RingData, rank_, tag, bytesPerRank), rh{};
+    BootstrapHeader sh = makeHeader(id_, FrameType::RingData, rank_, tag, bytesPerRank), rh{};
     struct Io {
       char* p;
       size_t left;
@@ -509,7 +509,7 @@ loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost
       while (ii < 2 && in[ii].left == 0) {
         if (++ii == 1) {  // header complete: check it before trusting the payload
           std::string why;
-          if (!validateFrameHeader(rh, id_.secret, nranks_, &why) || rh.from != prev ||
+          if (!validateBootstrapHeader(rh, id_.secret, nranks_, &why) || rh.from != prev ||
               rh.type != static_cast<uint16_t>(FrameType::RingData) || rh.tag != tag || rh.length != bytesPerRank)
             return setError(loomInvalidUsage, "bootstrap allgather: rank %d got a bad frame from rank %d (%s); do "
                             "all ranks call the same collective?", rank_, prev, why.empty() ? "size or sequence" : why.c_str());

@@ -28,7 +28,7 @@ class IncomingFrames;
 // Ping: a liveness check (peerAlive), dropped on arrival.
 enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6, Ping = 7 };
 
-struct FrameHeader {
+struct BootstrapHeader {
   uint32_t magic;
   uint16_t type;
   uint16_t reserved;
@@ -42,7 +42,7 @@ constexpr uint64_t kMaxFrameBytes = 64ull << 20;
 
 // Checks a received header (magic, secret, type, sender range, length bound).  Pure: used by the
 // bootstrap, its tests and the fuzzer.  Returns false with a reason.
-bool validateFrameHeader(const FrameHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why);
+bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why);
 
 // Runs the root side of step 1 on an open listener; returns when every rank got its table, or on failure
 // or deadline.  Called on a detached thread by loomGetUniqueId (or by rank 0 in LOOM_COMM_ID mode).
@@ -102,7 +102,7 @@ class Bootstrap {
   loomResult_t acceptOne(const Deadline& deadline);
   loomResult_t writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
                           const char* what);
-  loomResult_t readHeader(int fd, const Deadline& d, const char* what, FrameHeader* h);
+  loomResult_t readHeader(int fd, const Deadline& d, const char* what, BootstrapHeader* h);
 
   int rank_ = 0, nranks_ = 0;
   UniqueIdData id_{};

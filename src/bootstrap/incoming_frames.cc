@@ -33,23 +33,23 @@ bool IncomingFrames::readSome(Pending& c, std::string* dropReason) {
   for (;;) {
     char* into;
     size_t want;
-    if (c.have < sizeof(FrameHeader)) {
+    if (c.have < sizeof(BootstrapHeader)) {
       into = reinterpret_cast<char*>(&c.header) + c.have;
-      want = sizeof(FrameHeader) - c.have;
+      want = sizeof(BootstrapHeader) - c.have;
     } else {
-      const size_t got = c.have - sizeof(FrameHeader);
+      const size_t got = c.have - sizeof(BootstrapHeader);
       if (got == static_cast<size_t>(c.payloadBytes)) return true;
       into = c.payload.data() + got;
       want = static_cast<size_t>(c.payloadBytes) - got;
     }
     const ssize_t n = ::recv(c.fd, into, want, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      *dropReason = c.have < sizeof(FrameHeader) ? "closed before a whole header" : "closed mid-frame";
+      *dropReason = c.have < sizeof(BootstrapHeader) ? "closed before a whole header" : "closed mid-frame";
       return false;
     }
     if (n < 0) return false;  // nothing more for now
     c.have += static_cast<size_t>(n);
-    if (c.have == sizeof(FrameHeader)) {  // the header alone says whether, and how much, to read on
+    if (c.have == sizeof(BootstrapHeader)) {  // the header alone says whether, and how much, to read on
       c.payloadBytes = payloadSize_(c.header, dropReason);
       if (c.payloadBytes < 0) {
         if (dropReason->empty()) *dropReason = "refused header";

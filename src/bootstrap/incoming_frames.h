@@ -19,12 +19,12 @@ class IncomingFrames {
  public:
   struct Frame {
     int fd = -1;  // the connection: the caller keeps it or closes it
-    FrameHeader header{};
+    BootstrapHeader header{};
     std::vector<char> payload;
   };
   // After a header arrived: how many payload bytes to read before the frame is complete, or -1 to
   // drop the connection (with *why).
-  using PayloadSize = std::function<long long(const FrameHeader& h, std::string* why)>;
+  using PayloadSize = std::function<long long(const BootstrapHeader& h, std::string* why)>;
 
   // `who` prefixes the warnings ("bootstrap root", "rank 3"); at most `maxPending` connections wait.
   IncomingFrames(std::string who, PayloadSize payloadSize, size_t maxPending = 256)
@@ -45,7 +45,7 @@ class IncomingFrames {
     Deadline dropAt;
     size_t have = 0;  // bytes of header + payload read so far
     long long payloadBytes = -1;  // known once the header is in
-    FrameHeader header{};
+    BootstrapHeader header{};
     std::vector<char> payload;
   };
   void drop(size_t i, const std::string& why);

@@ -82,6 +82,31 @@ loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec) 
   return loomSuccess;
 }
 
+namespace {
+// What the algorithms and the cost model learn from the transports' capabilities: the slot a step
+// crosses inside this host (shared memory where it reaches, else the network's) and across hosts, and
+// the size from which the same-host transport sends direct posts.
+void planSteps(loomComm* comm) {
+  const PeerInfo& self = comm->peers[comm->rank];
+  size_t hostSlot = 0, netSlot = 0;
+  for (const Transport* t : transports()) {
+    const TransportCaps c = t->caps();
+    TransportEstimate est;
+    std::string why;
+    if (!c.queues || c.slotBytes == 0) continue;
+    if (c.link == LinkKind::kSharedMemory && t->reaches(self, self, &est, &why)) {
+      hostSlot = c.slotBytes;
+      comm->costModel.hostDirectPostMin = c.directPostMin;
+    }
+    if (c.link == LinkKind::kNetwork) netSlot = netSlot == 0 ? c.slotBytes : std::min(netSlot, c.slotBytes);
+  }
+  if (hostSlot == 0) hostSlot = netSlot;  // shared memory off: ranks of a host talk over the network
+  comm->hostStepBytes = hostSlot;
+  comm->netStepBytes = std::min(hostSlot, netSlot);  // a step crosses the smallest slot on its way
+}
+
+}  // namespace
+
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config) {
   auto comm = std::make_unique<loomComm>();
   comm->rank = rank;
@@ -126,6 +151,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   LOOM_CHECK(commBuildTopology(comm.get()));
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
+  planSteps(comm.get());  // before the probe, whose collectives plan their steps
   LOOM_CHECK(comm->fail(tuneCostModel(comm.get())));  // its collectives can lose peers like any other
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);

@@ -72,6 +72,9 @@ struct loomComm {
   loom::TopoPolicy topoPolicy;
   loom::RoutePlan routes;
   loom::CostModel costModel;  // picks the algorithm of each call (algos/selector.h)
+  // The step algorithms plan with (algos/primitives.h plannedStepBytes): the slot of the transports a
+  // step crosses, inside a host and across hosts (the runtime reads them from the transports' caps).
+  size_t hostStepBytes = 256u << 10, netStepBytes = 256u << 10;
   // The algorithm of the last call and what it was for (collective, bytes): loops skip the model.
   uint64_t lastChoiceKey = ~uint64_t{0};
   uint64_t anySourceTurn = 0;  // which peer a receive from any source looks at first (rotates)

@@ -61,8 +61,9 @@ class SendQueue {
 
   // Single copy, where the transport offers it: instead of data, the acquired slot carries where `bytes`
   // bytes lie in this process, and the receiver copies them from there straight into its buffer.  The
-  // source must stay untouched until directDone() says every direct post was read.
-  virtual bool canPostDirect() const { return false; }
+  // source must stay untouched until directDone() says every direct post was read.  The smallest
+  // message worth a direct post on this queue, the transport's own setting; 0: it offers none.
+  virtual size_t directPostMin() const { return 0; }
   // GPUDirect RDMA: whether postDirect may name these bytes of device memory (the NIC reads them where
   // they lie), registering them with the NIC if that was not done yet.  The transport only offers it;
   // whether a call uses it is the topology's decision (device/gdr_path.h).
@@ -159,6 +160,8 @@ struct TransportCaps {
   bool sendsFromThread = false;  // a thread of this process sends what is posted: calls end with flush()
   bool zeroCopy = false;         // its queues can post from and receive into the caller's memory
   bool mapsPeerMemory = false;   // maps a peer's buffers into this process (one-sided: transport/p2p)
+  size_t directPostMin = 0;      // a message this large goes as a direct post where the peer allows (0: none)
+  size_t slotBytes = 0;          // the slot of its queues: the largest piece one step moves over it
 };
 
 class Transport {

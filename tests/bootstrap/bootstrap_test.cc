@@ -29,9 +29,9 @@ UniqueIdData freshId() {
 TEST(Bootstrap, FrameValidation) {
   uint8_t secret[kSecretBytes];
   std::memset(secret, 7, sizeof(secret));
-  FrameHeader h{};
+  BootstrapHeader h{};
   std::string why;
-  EXPECT_FALSE(validateFrameHeader(h, secret, 4, &why));  // magic 0
+  EXPECT_FALSE(validateBootstrapHeader(h, secret, 4, &why));  // magic 0
   EXPECT_NE(why.find("magic"), std::string::npos);
   // Take a good header from the wire format by building one through a round trip of the fields.
   h.magic = 0x4c4d4253;
@@ -39,23 +39,23 @@ TEST(Bootstrap, FrameValidation) {
   std::memcpy(h.secret, secret, sizeof(secret));
   h.from = 1;
   h.length = 10;
-  EXPECT_TRUE(validateFrameHeader(h, secret, 4, &why)) << why;
-  FrameHeader bad = h;
+  EXPECT_TRUE(validateBootstrapHeader(h, secret, 4, &why)) << why;
+  BootstrapHeader bad = h;
   bad.secret[3] ^= 1;
-  EXPECT_FALSE(validateFrameHeader(bad, secret, 4, &why));
+  EXPECT_FALSE(validateBootstrapHeader(bad, secret, 4, &why));
   EXPECT_NE(why.find("secret"), std::string::npos);
   bad = h;
   bad.length = kMaxFrameBytes + 1;
-  EXPECT_FALSE(validateFrameHeader(bad, secret, 4, &why));
+  EXPECT_FALSE(validateBootstrapHeader(bad, secret, 4, &why));
   bad = h;
   bad.from = 4;
-  EXPECT_FALSE(validateFrameHeader(bad, secret, 4, &why));
+  EXPECT_FALSE(validateBootstrapHeader(bad, secret, 4, &why));
   bad = h;
   bad.from = -1;
-  EXPECT_FALSE(validateFrameHeader(bad, secret, 4, &why));
+  EXPECT_FALSE(validateBootstrapHeader(bad, secret, 4, &why));
   bad = h;
   bad.type = 99;
-  EXPECT_FALSE(validateFrameHeader(bad, secret, 4, &why));
+  EXPECT_FALSE(validateBootstrapHeader(bad, secret, 4, &why));
 }
 
 // Runs n ranks as threads of this process.
@@ -112,7 +112,7 @@ TEST(Bootstrap, GarbageAndWrongSecretsDoNotDisturbTheJob) {
   const char garbage[] = "GET / HTTP/1.0\r\n\r\n and then some more bytes to fill a header";
   ASSERT_EQ(sendAll(junk, garbage, sizeof(garbage), Deadline::afterSeconds(5), nullptr, "t"), loomSuccess);
   ASSERT_EQ(connectSocket(root, Deadline::afterSeconds(5), nullptr, &wrong), loomSuccess);
-  FrameHeader h{};
+  BootstrapHeader h{};
   h.magic = 0x4c4d4253;
   h.type = 1;
   h.length = 24;
@@ -140,7 +140,7 @@ TEST(Bootstrap, SlowAndHostileClientsDoNotHoldUpTheJob) {
     clients.push_back(fd);
     return fd;
   };
-  FrameHeader h{};
+  BootstrapHeader h{};
   h.magic = 0x4c4d4253;
   h.type = 1;
   h.from = 0;
@@ -149,7 +149,7 @@ TEST(Bootstrap, SlowAndHostileClientsDoNotHoldUpTheJob) {
   sendAll(connectToRoot(), &h, sizeof h, Deadline::afterSeconds(5), nullptr, "t");
   h.length = 24;
   sendAll(connectToRoot(), &h, sizeof h / 2, Deadline::afterSeconds(5), nullptr, "t");  // truncated, stays open
-  FrameHeader old = h;
+  BootstrapHeader old = h;
   std::memcpy(old.secret, stale.secret, sizeof old.secret);
   sendAll(connectToRoot(), &old, sizeof old, Deadline::afterSeconds(5), nullptr, "t");  // a stale id
   std::vector<int> slow;
@@ -193,7 +193,7 @@ TEST(Bootstrap, SlowClientsAtARanksListenerDoNotHoldUpItsMessages) {
     }
     SocketAddress target{};
     ASSERT_EQ(parseHostPort(b.peerAddress(1), &target), loomSuccess);
-    FrameHeader h{};
+    BootstrapHeader h{};
     h.magic = 0x4c4d4253;
     h.type = 4;  // P2p
     h.from = 0;
@@ -208,7 +208,7 @@ TEST(Bootstrap, SlowClientsAtARanksListenerDoNotHoldUpItsMessages) {
     }
     sendAll(clients[0], &h, 1, Deadline::afterSeconds(5), nullptr, "t");  // one byte, then silence
     sendAll(clients[1], &h, sizeof h / 2, Deadline::afterSeconds(5), nullptr, "t");  // half a header
-    FrameHeader old = h;
+    BootstrapHeader old = h;
     std::memcpy(old.secret, stale.secret, sizeof old.secret);
     sendAll(clients[2], &old, sizeof old, Deadline::afterSeconds(5), nullptr, "t");  // another job's
     sendAll(clients[3], &h, sizeof h, Deadline::afterSeconds(5), nullptr, "t");  // a header, no payload

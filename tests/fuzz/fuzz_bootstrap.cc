@@ -12,12 +12,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;
   uint8_t secret[kSecretBytes];
   for (size_t i = 0; i < kSecretBytes; ++i) secret[i] = static_cast<uint8_t>(i * 37 + 1);
-  if (size >= sizeof(FrameHeader)) {
-    FrameHeader h;
+  if (size >= sizeof(BootstrapHeader)) {
+    BootstrapHeader h;
     std::memcpy(&h, data, sizeof h);
     std::string why;
     const int nranks = size > sizeof h ? 1 + data[sizeof h] % 64 : 8;
-    if (!validateFrameHeader(h, secret, nranks, &why) && why.empty()) __builtin_trap();  // refusals say why
+    if (!validateBootstrapHeader(h, secret, nranks, &why) && why.empty()) __builtin_trap();  // refusals say why
     data += sizeof h;
     size -= sizeof h;
   }

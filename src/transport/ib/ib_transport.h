@@ -12,6 +12,7 @@
 // through a table (verbs_api.h), so tests run this whole protocol against an emulated device.
 #pragma once
 
+#include "transport/net/relay_queue.h"
 #include "transport/transport.h"
 
 namespace loom {
@@ -21,6 +22,7 @@ class IbTransport : public Transport {
   const char* name() const override { return "ib"; }
   TransportCaps caps() const override {
     TransportCaps c{LinkKind::kNetwork};
+    c.slotBytes = netRingShape().slotBytes;
     c.memory = kHostMemory | kDeviceMemory;  // GPUDirect RDMA where the NIC can register device memory
     c.sendsFromThread = true;
     return c;

@@ -351,7 +351,7 @@ loomResult_t RelayRecvQueue::receiveInto(void* dst, size_t capacity, size_t* byt
     if (r.direct[i]) {
       LOOM_CHECK(readDirect(dst, ctx));
     } else if (!r.inCaller[i]) {  // it arrived before this call asked for it
-      std::memcpy(dst, data, *bytes);
+      if (*bytes > 0) std::memcpy(dst, data, *bytes);
       countSlotCopy(*bytes);
     }
   }

@@ -207,7 +207,8 @@ class ShmSendQueue : public SendQueue {
     publishAndWake(&h_->head, ++head_, &h_->receiverSleeping);
   }
 
-  bool canPostDirect() const override { return direct_; }
+  // LOOM_SHM_DIRECT_MIN, where the receiver can read this process (0 turns it off).
+  size_t directPostMin() const override { return direct_ ? static_cast<size_t>(params().SHM_DIRECT_MIN) : 0; }
 
   void postDirect(const void* src, size_t bytes, uint64_t signature) override {
     h_->posted[head_ % h_->nslots] = {bytes, signature, reinterpret_cast<uint64_t>(src)};
@@ -264,6 +265,13 @@ std::string segmentName(const ConnectRequest& req, int sender, int receiver) {
 void removeShmLeftovers(uint64_t key, int self, const std::vector<int>& localPeers, int channels) {
   for (int c = 0; c < channels; ++c)
     for (int p : localPeers) shm_unlink(segmentName(key, self, p, c).c_str());
+}
+
+TransportCaps ShmTransport::caps() const {
+  TransportCaps c{LinkKind::kSharedMemory};
+  c.directPostMin = static_cast<size_t>(params().SHM_DIRECT_MIN);  // the receiver reads the sender's memory
+  c.slotBytes = static_cast<size_t>(params().SHM_SLOT_SIZE);
+  return c;
 }
 
 bool ShmTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,

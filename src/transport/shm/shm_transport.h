@@ -13,7 +13,7 @@ namespace loom {
 class ShmTransport : public Transport {
  public:
   const char* name() const override { return "shm"; }
-  TransportCaps caps() const override { return TransportCaps{LinkKind::kSharedMemory}; }
+  TransportCaps caps() const override;
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

@@ -50,8 +50,8 @@ class SocketSendQueue : public SendQueue {
   // The sockets deliver in order to a receiver that reads them itself: `landing` changes nothing here.
   void postFrom(const void* src, size_t bytes, uint64_t signature, Landing landing) override;
   // A direct post is one frame of any size sent from the caller's buffer; the receiver reads it into
-  // its destination with readDirect.
-  bool canPostDirect() const override { return true; }
+  // its destination with readDirect.  Worth it for what would otherwise take several slot frames.
+  size_t directPostMin() const override { return slotBytes_ + 1; }
   void postDirect(const void* src, size_t bytes, uint64_t signature) override;
   bool directDone() override;
   loomResult_t waitDirectDone(const WaitContext& ctx) override { return flush(ctx); }

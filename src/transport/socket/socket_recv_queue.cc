@@ -181,7 +181,7 @@ loomResult_t SocketRecvQueue::receiveInto(void* dst, size_t capacity, size_t* by
       LOOM_CHECK(readDirect(dst, ctx));
     } else if (!inCaller_) {
       // The frame began arriving before this call (a tryWait read it into the slot).
-      std::memcpy(dst, inlined_ ? head_.inlined : slot_.data(), head_.header.bytes);
+      if (head_.header.bytes > 0) std::memcpy(dst, inlined_ ? head_.inlined : slot_.data(), head_.header.bytes);
       countSlotCopy(head_.header.bytes);
     }
   } else if (state_ == State::kDirect) {

@@ -4,6 +4,7 @@
 // and leaves only what the sockets cannot take at once to a helper thread.
 #pragma once
 
+#include "transport/net/relay_queue.h"
 #include "transport/transport.h"
 
 namespace loom {
@@ -13,6 +14,7 @@ class SocketTransport : public Transport {
   const char* name() const override { return "socket"; }
   TransportCaps caps() const override {
     TransportCaps c{LinkKind::kNetwork};
+    c.slotBytes = netRingShape().slotBytes;
     c.sendsFromThread = c.zeroCopy = true;  // sendmsg from the caller's buffer, read straight into it
     return c;
   }

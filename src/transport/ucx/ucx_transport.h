@@ -5,6 +5,7 @@
 // fabric UCX supports without code of its own for each.
 #pragma once
 
+#include "transport/net/relay_queue.h"
 #include "transport/transport.h"
 
 namespace loom {
@@ -14,6 +15,7 @@ class UcxTransport : public Transport {
   const char* name() const override { return "ucx"; }
   TransportCaps caps() const override {
     TransportCaps c{LinkKind::kNetwork};
+    c.slotBytes = netRingShape().slotBytes;
     c.sendsFromThread = c.zeroCopy = true;  // tagged sends from the caller's buffer, headers read first
     return c;
   }

@@ -104,7 +104,7 @@ TEST(Comm, LaunchersCanUseCommId) {
   int port = 20000 + getpid() % 20000;
   std::string addr = "127.0.0.1:" + std::to_string(port);
   auto outcomes = forkRanks(3, [&](int rank) {
-    ::setenv("LOOM_COMM_ID", addr.c_str(), 1);  // in the forked rank only
+    loom::testing::setInForkedRank("LOOM_COMM_ID", addr.c_str());
     loom::paramsReloadForTesting();
     loomUniqueId id;
     if (loomGetUniqueId(&id) != loomSuccess) return 2;
@@ -311,7 +311,7 @@ TEST(CommTopology, BadTopologyFileIsAnInitErrorWithItsLine) {
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   auto outcomes = forkRanks(2, [&](int rank) {
-    ::setenv("LOOM_TOPO_FILE", path, 1);  // in the forked rank only
+    loom::testing::setInForkedRank("LOOM_TOPO_FILE", path);
     loom::paramsReloadForTesting();
     loomComm_t comm;
     loomResult_t r = loomCommInitRank(&comm, 2, id, rank);

@@ -12,6 +12,7 @@
 #include "base/dynlib.h"
 #include "base/params.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 
 namespace {
 
@@ -36,7 +37,7 @@ TEST(OptionalLibraries, ShmAndSocketJobsLoadNoUcxAndKeepTheProgramsSignalHandler
       mine.sa_handler = programsOwnHandler;
       sigemptyset(&mine.sa_mask);
       if (sigaction(SIGSEGV, &mine, nullptr) != 0) return 2;
-      if (sockets) ::setenv("LOOM_SHM_DISABLE", "1", 1);  // in the forked rank only
+      if (sockets) loom::testing::setInForkedRank("LOOM_SHM_DISABLE", "1");
       loom::paramsReloadForTesting();
       loomComm_t comm;
       if (loomCommInitRank(&comm, 2, id, rank) != loomSuccess) return 3;

@@ -20,6 +20,15 @@
 
 namespace loom::testing {
 
+namespace {
+bool& forkedRank() {
+  static bool forked = false;
+  return forked;
+}
+}  // namespace
+
+bool inForkedRank() { return forkedRank(); }
+
 double timeBound(double seconds) {
   static const double scale = [] {
     const char* v = getenv("LOOM_TEST_TIME_SCALE");
@@ -83,6 +92,7 @@ std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn
     out[r].rank = r;
     pid_t pid = fork();
     if (pid == 0) {
+      forkedRank() = true;
       close(go[1]);
       char byte;
       while (read(go[0], &byte, 1) < 0 && errno == EINTR) {

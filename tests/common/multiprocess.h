@@ -31,6 +31,9 @@ struct RankOutcome {
   std::string describe() const;
 };
 
+// Whether this process is a rank forked by forkRanks or runRanks (not the test process itself).
+bool inForkedRank();
+
 // Forks n processes running fn(rank); the return value of fn is the exit code.
 std::vector<RankOutcome> forkRanks(int n, const std::function<int(int rank)>& fn, double timeoutSec);
 

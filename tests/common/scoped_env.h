@@ -2,7 +2,8 @@
 // its earlier value (or absence) back when the scope ends, also when a failing ASSERT returns early, so
 // no setting leaks into a later test.  loom reads its parameters once per process (base/params.h): the
 // ranks of runRanks re-read them after the fork, a test in this process calls paramsReloadForTesting()
-// after setting them, and the restore re-reads them too.  A forked rank sets its own with ::setenv.
+// after setting them, and the restore re-reads them too.  A forked rank sets its own with setInForkedRank
+// (it exits with them: nothing to restore).
 #pragma once
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "base/params.h"
+#include "tests/common/multiprocess.h"
 
 namespace loom::testing {
 
@@ -43,5 +45,12 @@ class ScopedEnv {
  private:
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
+
+// A forked rank's own setting.  Refused (abort) in the test process itself, where a setting must go
+// through a ScopedEnv so that it cannot leak into a later test.
+inline void setInForkedRank(const char* name, const char* value) {
+  if (!inForkedRank()) std::abort();
+  ::setenv(name, value, 1);
+}
 
 }  // namespace loom::testing

@@ -16,6 +16,7 @@
 #include "base/params.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 #include "tests/device/emulated_device.h"
 
@@ -29,7 +30,7 @@ using loom::testing::timeBound;
 
 // This (forked) rank's choice of path: LOOM_DEVICE_P2P, read again.
 void usePath(bool p2p) {
-  ::setenv("LOOM_DEVICE_P2P", p2p ? "1" : "0", 1);  // a forked rank: nothing to restore
+  loom::testing::setInForkedRank("LOOM_DEVICE_P2P", p2p ? "1" : "0");
   loom::paramsReloadForTesting();
 }
 

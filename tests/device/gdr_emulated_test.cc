@@ -22,6 +22,7 @@
 #include "device/device_api.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/reference.h"
 #include "tests/common/wait_context.h"
 #include "tests/device/emulated_device.h"
@@ -77,11 +78,11 @@ EmulatedDevice& setUp(const char* gdrLevel, const loom::emulated::Options& nic =
   FILE* f = std::fopen(topo.c_str(), "w");
   if (f == nullptr || std::fputs(kTopology, f) < 0 || std::fclose(f) != 0) std::abort();
   // Only ever called in a forked rank (forkRanks): the settings die with it.
-  ::setenv("LOOM_TOPO_FILE", topo.c_str(), 1);
-  ::setenv("LOOM_NET", "ib", 1);
-  ::setenv("LOOM_SHM_DISABLE", "1", 1);
-  ::setenv("LOOM_DEVICE_P2P", "0", 1);  // not the same-host CUDA IPC path: the network one
-  if (gdrLevel != nullptr) ::setenv("LOOM_NET_GDR_LEVEL", gdrLevel, 1);
+  loom::testing::setInForkedRank("LOOM_TOPO_FILE", topo.c_str());
+  loom::testing::setInForkedRank("LOOM_NET", "ib");
+  loom::testing::setInForkedRank("LOOM_SHM_DISABLE", "1");
+  loom::testing::setInForkedRank("LOOM_DEVICE_P2P", "0");  // not the same-host CUDA IPC path: the network one
+  if (gdrLevel != nullptr) loom::testing::setInForkedRank("LOOM_NET_GDR_LEVEL", gdrLevel);
   loom::paramsReloadForTesting();
   return *dev;
 }
@@ -253,7 +254,7 @@ TEST(GdrEmulated, AFreedGpuBufferIsUnregisteredBeforeTheNextRegistration) {
 // not exist).
 TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
   auto outcomes = forkRanks(1, [](int) {
-    ::setenv("LOOM_CUDA", "0", 1);  // in the forked rank: not the CUDA runtime either, where a GPU is present
+    loom::testing::setInForkedRank("LOOM_CUDA", "0");  // in the forked rank: not the CUDA runtime either, where a GPU is present
     loom::paramsReloadForTesting();
     loom::emulated::install(loom::emulated::Options{});
     loom::installDeviceApi(nullptr);
@@ -308,7 +309,7 @@ void gpuBufferCalls(const char* gdrLevel, bool expectGdr) {
   auto outcomes = forkRanks(1, [=](int) {
     EmulatedDevice& dev = setUp(gdrLevel);
     // In the forked rank; allgather must still run flat where every rank uses GPUDirect RDMA.
-    ::setenv("LOOM_ALGO", "ring", 1);
+    loom::testing::setInForkedRank("LOOM_ALGO", "ring");
     loom::paramsReloadForTesting();
     const size_t count = 300000;  // 1.2 MB of int32: several slots
     const int status = twoRanks([&](int rank, loomComm_t comm) {

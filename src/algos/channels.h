@@ -48,7 +48,8 @@ loomResult_t runShares(std::vector<Share>& shares) {
 // [first, first + count) of the `elements` each block (or the whole buffer) holds.
 template <typename Share, typename Make>
 loomResult_t runChannelShares(loomComm* comm, size_t elements, size_t bytes, Make make) {
-  const int channels = ringChannels(comm, bytes, plannedStepBytes(comm, comm->cluster && comm->cluster->hosts.size() > 1));
+  const bool acrossHosts = comm->cluster && comm->cluster->hosts.size() > 1;
+  const int channels = ringChannels(comm, bytes, plannedStepBytes(comm, acrossHosts));
   std::vector<Share> shares;
   shares.reserve(channels);
   for (int c = 0; c < channels; ++c) {

@@ -122,7 +122,8 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
       c.scratchSpills = S * n > kScratchKeepBytes;
       const AlgoShape a = allReduceShape(algo, c);
       if (!a.applies) return 1e30;
-      return memory(a.steps, stepUs, a.passes) + a.hostSteps * m.stepUs + (net ? a.linkBytes * S * 1e-3 / m.netGBs : 0.0);
+      return memory(a.steps, stepUs, a.passes) + a.hostSteps * m.stepUs +
+             (net ? a.linkBytes * S * 1e-3 / m.netGBs : 0.0);
     }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory

@@ -51,7 +51,8 @@ Deadline earlier(const Deadline& a, double seconds) {
 
 }  // namespace
 
-bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why) {
+bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks,
+                             std::string* why) {
   if (h.magic != kFrameMagic) return *why = "bad magic", false;
   if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
   if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Ping))

@@ -42,7 +42,8 @@ constexpr uint64_t kMaxFrameBytes = 64ull << 20;
 
 // Checks a received header (magic, secret, type, sender range, length bound).  Pure: used by the
 // bootstrap, its tests and the fuzzer.  Returns false with a reason.
-bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks, std::string* why);
+bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSecretBytes], int nranks,
+                             std::string* why);
 
 // Runs the root side of step 1 on an open listener; returns when every rank got its table, or on failure
 // or deadline.  Called on a detached thread by loomGetUniqueId (or by rank 0 in LOOM_COMM_ID mode).

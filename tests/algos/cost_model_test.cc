@@ -45,7 +45,8 @@ TEST(CostModel, ShapesGrowWithRanksAndSlices) {
     }
   }
   // The pipelined tree pays a hand-over per slot-sized slice.
-  EXPECT_GT(allReduceShape(Algo::Tree, at(64 << 20, 8, 1)).steps, allReduceShape(Algo::Tree, at(256 << 10, 8, 1)).steps);
+  EXPECT_GT(allReduceShape(Algo::Tree, at(64 << 20, 8, 1)).steps,
+            allReduceShape(Algo::Tree, at(256 << 10, 8, 1)).steps);
 }
 
 }  // namespace

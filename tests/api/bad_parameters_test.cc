@@ -40,7 +40,8 @@ TEST_P(BadParameters, EveryNumericParameterAtZeroMinusOneAndPastItsMaximum) {
       ScopedEnv env{{"LOOM_COMM_ID", "127.0.0.1:29511"}, {"LOOM_TIMEOUT", "30"}};
       loomUniqueId id;
       ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
-      ScopedEnv bad{{"LOOM_SHM_DISABLE", overSockets ? "1" : "0"}, {"LOOM_NET", "socket"}, {var.c_str(), value.c_str()}};
+      ScopedEnv bad{
+          {"LOOM_SHM_DISABLE", overSockets ? "1" : "0"}, {"LOOM_NET", "socket"}, {var.c_str(), value.c_str()}};
       auto outcomes = testing::forkRanks(2, [&](int rank) {
         const auto t0 = std::chrono::steady_clock::now();
         loomComm_t comm;

@@ -254,7 +254,8 @@ TEST(GdrEmulated, AFreedGpuBufferIsUnregisteredBeforeTheNextRegistration) {
 // not exist).
 TEST(GdrEmulated, NoGpuRuntimeNoDirectFromDevice) {
   auto outcomes = forkRanks(1, [](int) {
-    loom::testing::setInForkedRank("LOOM_CUDA", "0");  // in the forked rank: not the CUDA runtime either, where a GPU is present
+    // Not the CUDA runtime either, where a GPU is present.
+    loom::testing::setInForkedRank("LOOM_CUDA", "0");
     loom::paramsReloadForTesting();
     loom::emulated::install(loom::emulated::Options{});
     loom::installDeviceApi(nullptr);

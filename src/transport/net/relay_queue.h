@@ -1,7 +1,8 @@
 // The relay queue, the mechanism the UCX and verbs transports share (the socket transport shares its
 // frames and ring shape, and moves its own frames): each end of a one-way connection keeps a ring of
-// slots in its own memory, and one I/O thread per queue relays filled slots across the wire.  The ranks' own threads only ever touch the ring (acquire/post, wait/release) and so never block
-// in a network call, and no cycle of full network buffers can deadlock a ring algorithm.
+// slots in its own memory, and one I/O thread per queue relays filled slots across the wire.  The
+// ranks' own threads only ever touch the ring (acquire/post, wait/release) and so never block in a
+// network call, and no cycle of full network buffers can deadlock a ring algorithm.
 //
 // A transport supplies only its wire: how a batch of frames leaves this process (SendWire) and how the
 // next frame arrives into a given slot (RecvWire).  Credits, ordering, flushing, teardown, error

@@ -71,8 +71,8 @@ static_assert(sizeof(ShmConnectInfo) <= sizeof(ConnectInfo), "shm connect info t
 
 // The peer closed its end (destroyed or aborted its communicator) while this rank waits on it.
 loomResult_t peerGone(const WaitContext& ctx, const char* side) {
-  const loomResult_t r = setError(loomRemoteError, "%s: the %s (rank %d) closed its end of the shared-memory connection",
-                                  ctx.what, side, ctx.peer);
+  const loomResult_t r = setError(loomRemoteError, "%s: the %s (rank %d) closed its end of the shared-memory "
+                                  "connection", ctx.what, side, ctx.peer);
   if (ctx.peer >= 0) setLastErrorPeer(ctx.peer);
   return r;
 }

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Fails when a file of src/ includes a file of a higher floor (docs/architecture.md draws them):
 #   0 ground     base/: imports nothing of loom
-#   1 services   topo/, bootstrap/, the device runtime table (device/{device_api,cuda_api}), the kernels
-#                and the cost model's types (algos/{reduce_*,device_kernels,float_convert,cost_model})
+#   1 services   topo/ (the machine model), bootstrap/, device_runtime/ (the GPU runtime behind one
+#                table), kernels/ (reduction and copy kernels, CPU and GPU), model/ (the cost model's table)
 #   2 transport  transport/
 #   3 state      runtime/*.h: the communicator's declarations
 #   4 paths      algos/ (the algorithms, the selector, p2p) and device/ (device-buffer paths)
@@ -16,9 +16,7 @@ cd "$src" || exit 2
 floor_of() {
   case $1 in
     base/*) echo 0 ;;
-    topo/* | bootstrap/*) echo 1 ;;
-    device/device_api.* | device/cuda_api.*) echo 1 ;;
-    algos/reduce_* | algos/device_kernels.* | algos/float_convert.* | algos/cost_model.*) echo 1 ;;
+    topo/* | bootstrap/* | device_runtime/* | kernels/* | model/*) echo 1 ;;
     transport/*) echo 2 ;;
     runtime/*.h) echo 3 ;;
     algos/* | device/*) echo 4 ;;

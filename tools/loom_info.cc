@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "algos/cost_model.h"
-#include "algos/reduce_kernels.h"
-#include "device/device_api.h"
+#include "model/cost_model.h"
+#include "kernels/reduce_kernels.h"
+#include "device_runtime/device_api.h"
 #include "base/params.h"
 #include "transport/registry.h"
 #include "loom.h"

@@ -8,7 +8,7 @@
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "algos/scratch.h"
 
 namespace loom {

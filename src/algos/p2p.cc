@@ -14,11 +14,11 @@
 #include <map>
 
 #include "algos/primitives.h"
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "runtime/collective.h"
 #include "base/log.h"
 #include "base/params.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "device/device_call.h"
 
 namespace loom {

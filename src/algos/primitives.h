@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "runtime/collective.h"
 #include "runtime/comm.h"
 

@@ -12,7 +12,7 @@
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
 #include "algos/primitives.h"
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "algos/scratch.h"
 #include "runtime/comm.h"
 #include "base/log.h"
@@ -87,7 +87,7 @@ std::string CostModel::describe() const {
 
 // Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core, and
 // across hosts + the bytes its busiest link between hosts carries / the probed network bandwidth.
-// Allreduce takes its shapes from the table the paper planner shares (algos/cost_model.h); the other
+// Allreduce takes its shapes from the table the paper planner shares (model/cost_model.h); the other
 // collectives' step counts and work factors are below.  The work factors (memory passes per byte,
 // relative to one copy) were fitted to perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and 8
 // ranks (perf/algos.py; figures in docs/perf/algos.md); the probes supply this machine's step, copy and

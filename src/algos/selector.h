@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/cost_model.h"
+#include "model/cost_model.h"
 #include "runtime/collective.h"
 
 struct loomComm;

@@ -1,7 +1,7 @@
 #include "algos/transfer_steps.h"
 
 #include "algos/p2p.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "device/device_call.h"
 
 namespace loom {

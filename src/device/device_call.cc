@@ -4,12 +4,12 @@
 #include <chrono>
 #include <thread>
 
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "runtime/comm.h"
 #include "base/datatypes.h"
 #include "base/log.h"
 #include "base/wait.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "device/p2p_call.h"
 #include "device/gdr_path.h"
 

@@ -20,7 +20,7 @@
 // Sends, receives and groups take the staged path, as do PreMulSum ops.
 #pragma once
 
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "runtime/collective.h"
 #include "transport/p2p/p2p_transport.h"
 

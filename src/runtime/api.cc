@@ -6,14 +6,14 @@
 #include <thread>
 #include <vector>
 
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "runtime/collective.h"
 #include "runtime/comm.h"
 #include "runtime/group.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "runtime/stream.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "device/device_call.h"
 
 using namespace loom;

@@ -2,7 +2,7 @@
 
 #include "algos/algorithms.h"
 #include "algos/p2p.h"
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "algos/selector.h"
 #include "base/log.h"
 #include "base/params.h"

@@ -12,7 +12,7 @@
 #include "bootstrap/bootstrap.h"
 #include "base/error.h"
 #include "runtime/progress.h"
-#include "algos/cost_model.h"
+#include "model/cost_model.h"
 #include "topo/cluster.h"
 #include "topo/decisions.h"
 #include "topo/routes.h"

@@ -7,7 +7,7 @@
 
 #include "runtime/comm.h"
 #include "base/log.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "topo/decisions.h"
 #include "topo/detect.h"
 #include "topo/render.h"

@@ -7,7 +7,7 @@
 
 #include "algos/p2p.h"
 #include "base/log.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "device/device_call.h"
 #include "device/gdr_path.h"
 

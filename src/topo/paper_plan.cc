@@ -1,6 +1,6 @@
 #include "topo/paper_plan.h"
 
-#include "algos/cost_model.h"
+#include "model/cost_model.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // "What would this machine do?" on paper: the time of each allreduce algorithm over a planned cluster
-// (loom-topo --plan SIZE), from the same per-algorithm shapes the live selector uses (algos/cost_model.h:
+// (loom-topo --plan SIZE), from the same per-algorithm shapes the live selector uses (model/cost_model.h:
 // steps and bytes on the busiest link) with the planned routes' bandwidths and typical step latencies in
 // place of the probed speeds.  It needs no hardware, so a user can ask about 1024 hosts of a server they
 // do not have.

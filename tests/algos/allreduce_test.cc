@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algos/channels.h"
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "algos/selector.h"
 #include "runtime/comm.h"
 #include "tests/common/multiprocess.h"

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "algos/float_convert.h"
+#include "kernels/float_convert.h"
 #include "base/datatypes.h"
 
 namespace loom::testing {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "base/datatypes.h"
 
 namespace loom::testing {

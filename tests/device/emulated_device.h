@@ -29,7 +29,7 @@
 #include <string>
 #include <thread>
 
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 
 namespace loom::testing {
 

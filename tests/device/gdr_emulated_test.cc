@@ -19,7 +19,7 @@
 
 #include "runtime/comm.h"
 #include "base/params.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"

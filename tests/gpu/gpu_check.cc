@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "base/datatypes.h"
-#include "algos/device_kernels.h"
-#include "device/device_api.h"
+#include "kernels/device_kernels.h"
+#include "device_runtime/device_api.h"
 #include "loom.h"
 #include "tests/common/reference.h"
 

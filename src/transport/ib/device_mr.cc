@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "base/params.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 
 namespace loom {
 

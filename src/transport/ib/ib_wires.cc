@@ -7,7 +7,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/socket.h"
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "transport/ib/device_mr.h"
 
 namespace loom {

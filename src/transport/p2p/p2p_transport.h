@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 #include "topo/decisions.h"
 #include "topo/system.h"
 #include "transport/transport.h"

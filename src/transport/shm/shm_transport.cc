@@ -71,9 +71,11 @@ static_assert(sizeof(ShmConnectInfo) <= sizeof(ConnectInfo), "shm connect info t
 
 // The peer closed its end (destroyed or aborted its communicator) while this rank waits on it.
 loomResult_t peerGone(const WaitContext& ctx, const char* side) {
+  if (ctx.peer < 0)
+    return setError(loomRemoteError, "%s: the %s closed its end of the shared-memory connection", ctx.what, side);
   const loomResult_t r = setError(loomRemoteError, "%s: the %s (rank %d) closed its end of the shared-memory "
                                   "connection", ctx.what, side, ctx.peer);
-  if (ctx.peer >= 0) setLastErrorPeer(ctx.peer);
+  setLastErrorPeer(ctx.peer);
   return r;
 }
 

@@ -1,4 +1,4 @@
-// The GPU twins of reduce_kernels.h (algos/device_kernels.cu), callable from host C++ without CUDA
+// The GPU twins of reduce_kernels.h (kernels/device_kernels.cu), callable from host C++ without CUDA
 // headers: streams travel as void* (a cudaStream_t), results as the CUDA error number (0 = success).
 #pragma once
 
@@ -10,7 +10,7 @@ namespace loom {
 
 // dst[i] = a[i] op b[i] for every type and builtin op (sum, prod, max, min; loomAvg: (a + b) / divisor).
 // Integers wrap, float16 and bfloat16 are computed in float32 and rounded to nearest even, as on the CPU
-// (algos/reduce_kernels.h).  dst may be a or b.
+// (kernels/reduce_kernels.h).  dst may be a or b.
 int launchReduceKernel(void* dst, const void* a, const void* b, size_t count, loomDataType_t type, loomRedOp_t op,
                        int divisor, void* stream);
 // dst <- src, bytes (not overlapping), 16 bytes per thread where both are aligned.

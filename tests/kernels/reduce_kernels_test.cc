@@ -1,4 +1,4 @@
-#include "algos/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "algos/device_kernels.h"
+#include "kernels/device_kernels.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "device/device_api.h"
+#include "device_runtime/device_api.h"
 
 #include <atomic>
 #include <mutex>

@@ -1,6 +1,6 @@
 // Baseline x86-64 (SSE2) build of the kernels.
 #define LOOM_KERNEL_NS generic
-#include "algos/reduce_kernels.inc"
+#include "kernels/reduce_kernels.inc"
 
 namespace loom::generic {
 const ReduceKernels& table() {

@@ -1,8 +1,8 @@
 // Every call loom makes into a GPU runtime goes through this interface, so that the stream-ordered path
 // of device buffers (device/device_call.h) runs in tests against an emulated device on machines without
 // a GPU (tests/device/emulated_device.h), the way the ib transport runs against an emulated verbs device.
-// The real implementation (device/cuda_api.cc) calls the CUDA runtime and the kernels of
-// algos/device_kernels.cu; it exists in CUDA builds only and is installed at first use when the
+// The real implementation (device_runtime/cuda_api.cc) calls the CUDA runtime and the kernels of
+// kernels/device_kernels.cu; it exists in CUDA builds only and is installed at first use when the
 // process sees a GPU.
 #pragma once
 
@@ -46,7 +46,7 @@ class DeviceApi {
   // work wait until fn returns.  fn must not call into the runtime.
   virtual loomResult_t enqueueHostCall(void* stream, void (*fn)(void*), void* arg) = 0;
 
-  // Starts dst = a op b element-wise on the device (the kernels of algos/device_kernels.cu) on the same
+  // Starts dst = a op b element-wise on the device (the kernels of kernels/device_kernels.cu) on the same
   // stream as copyStart's to dst's device, so copies and reductions into one buffer run in the order
   // started; copyDone() waits for both.  loomAvg is (a + b) / divisor.
   virtual loomResult_t reduceStart(void* dst, const void* a, const void* b, size_t count, loomDataType_t type,
@@ -68,7 +68,7 @@ class DeviceApi {
   // rank, and its host buffers keep the host algorithms.
   virtual std::string currentBusId() = 0;
   // Readies the current device for loom's calls while nothing of loom's is in flight on it (a GPU rank
-  // joining a communicator): loads loom's kernels there (see loadDeviceKernels in algos/device_kernels.h).
+  // joining a communicator): loads loom's kernels there (see loadDeviceKernels in kernels/device_kernels.h).
   virtual loomResult_t prepareCurrentDevice() = 0;
   // The current device's UUID ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; a MIG instance has its own).
   virtual std::string currentUuid() = 0;
@@ -99,7 +99,7 @@ DeviceApi* deviceApi();
 // For tests: installs `api` (nullptr: back to the default) and returns the previous one.
 DeviceApi* installDeviceApi(DeviceApi* api);
 
-// The CUDA runtime's table (device/cuda_api.cc), or nullptr when this build has no CUDA or the process
+// The CUDA runtime's table (device_runtime/cuda_api.cc), or nullptr when this build has no CUDA or the process
 // sees no GPU; `why` then says which.
 DeviceApi* cudaDeviceApi(std::string* why);
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "algos/float_convert.h"
+#include "kernels/float_convert.h"
 #include "base/datatypes.h"
 #include "loom.h"
 

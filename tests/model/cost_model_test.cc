@@ -1,8 +1,8 @@
-// The allreduce shapes both cost models read (algos/cost_model.h), against hand-computed values and the
+// The allreduce shapes both cost models read (model/cost_model.h), against hand-computed values and the
 // properties any model must have; and the paper planner built on them choosing what the shapes imply.
 #include <gtest/gtest.h>
 
-#include "algos/cost_model.h"
+#include "model/cost_model.h"
 
 namespace loom {
 namespace {

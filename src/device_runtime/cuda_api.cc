@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "device/device_api.h"
-#include "algos/device_kernels.h"
+#include "device_runtime/device_api.h"
+#include "kernels/device_kernels.h"
 
 namespace loom {
 

@@ -1,9 +1,9 @@
 // Alltoall: block p of every rank's sendbuff goes to rank p, into the sender's slot of recvbuff.
 // Out of place, all n-1 exchanges are one set of transfers that progress together (algos/p2p.cc); the
 // own block is a copy.  In place (sendbuff == recvbuff) a block may only be overwritten once it has
-// left: small blocks are all copied aside first and exchanged at once; large ones go pairwise, one peer per
-// step (step i pairs rank r with rank i - r mod n, a pairing every rank agrees on), copying aside one block
-// at a time in a buffer that stays in cache and is reused across calls.
+// left: small blocks are all copied aside first and exchanged at once; large ones go pairwise, one peer
+// per step (step i pairs rank r with rank i - r mod n, a pairing every rank agrees on), copying aside
+// one block at a time in a buffer that stays in cache and is reused across calls.
 #include <vector>
 
 #include "algos/algorithms.h"

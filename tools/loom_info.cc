@@ -53,9 +53,14 @@ int main(int argc, char** argv) {
   std::printf("optional parts: cuda %s, ucx %s, verbs %s, hwloc %s, torch %s\n", LOOM_HAVE_CUDA ? "yes" : "no",
               LOOM_HAVE_UCX ? "yes" : "no", LOOM_HAVE_VERBS ? "yes" : "no", LOOM_HAVE_HWLOC ? "yes" : "no",
               LOOM_HAVE_TORCH ? "yes" : "no");
-  std::printf("transports:");
-  for (const loom::Transport* t : loom::transports()) std::printf(" %s (%s)", t->name(), loom::linkKindName(t->caps().link));
-  std::printf("\n");
+  std::printf("transports (what each declares, transport.h TransportCaps):\n");
+  for (const loom::Transport* t : loom::transports()) {
+    const loom::TransportCaps c = t->caps();
+    const bool host = c.memory & loom::kHostMemory, device = c.memory & loom::kDeviceMemory;
+    std::printf("  %-7s %s link; %s memory; %s%s\n", t->name(), loom::linkKindName(c.link),
+                host && device ? "host and device" : device ? "device" : "host",
+                c.queues ? "queues" : "maps peers' buffers per call", c.zeroCopy ? ", zero copy" : "");
+  }
   std::printf("reduction kernels on this CPU: %s\n", loom::reduceKernels().isa);
   std::printf("algorithms (LOOM_ALGO): %s\n", loom::algoNames().c_str());
   {

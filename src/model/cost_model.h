@@ -56,7 +56,7 @@ struct CostModel {
 //        + linkBytes x S / bandwidth of the busiest link (between hosts; in a host where there is one)
 //        + hostLinkBytes x S / in-host bandwidth (hier's chains).
 struct AlgoShape {
-  bool applies = true;  // false: the algorithm does not run this case (oneshot across hosts on paper)
+  bool applies = true;  // false: not an allreduce algorithm (flat)
   double steps = 0, hostSteps = 0, passes = 0, linkBytes = 0, hostLinkBytes = 0;
 };
 

@@ -41,6 +41,8 @@ std::vector<PaperEstimate> paperAllReduce(const Cluster& c, const RoutePlan& pla
   for (int i = 0; i < kNumAlgos; ++i) {
     const Algo a = static_cast<Algo>(i);
     const AlgoShape sh = allReduceShape(a, sc);
+    // On paper, as before the shared table: oneshot only inside one host (every rank reads every other's
+    // input), hier only across hosts (inside one it is a chain, never a plan's question).
     if (!sh.applies || (a == Algo::OneShot && multi) || (a == Algo::Hier && !multi)) continue;
     // The trees (and hier's ring of hosts, over all of a host's NICs) run at the tree bandwidth, the
     // others on the rings.

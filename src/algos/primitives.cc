@@ -82,8 +82,12 @@ loomResult_t Primitives::receiveInto(void* out, size_t n) {
   if (!recvQ_->receivesIntoCaller()) {
     const void* in;
     LOOM_CHECK(waitRecv(&in, n));
-    copyOut_(out, in, n * elemSize_);
-    countSlotCopy(n * elemSize_);
+    if (recvQ_->isDirect()) {  // a sender that offers its buffer to be read, to a receiver that copies
+      LOOM_CHECK(recvQ_->readDirect(out, ctx_));
+    } else {
+      copyOut_(out, in, n * elemSize_);
+      countSlotCopy(n * elemSize_);
+    }
     recvQ_->release();
     return loomSuccess;
   }

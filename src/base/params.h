@@ -35,6 +35,8 @@ namespace loom {
   X(IB_QPS_PER_CONNECTION, Int, "1", "1..16", "RC queue pairs per ib connection: frames are striped over them by slot; the receiver's value holds") \
   X(IB_MR_CACHE, Size, "64M", "0..1T", "registered ring memory of closed ib connections kept for the next ones (bytes); 0: deregister at once") \
   X(IB_GDR_CACHE, Int, "64", "1..65536", "GPU buffers kept registered with the RDMA device for GPUDirect RDMA (allocations); the least recently used goes first") \
+  X(IB_ODP, Int, "1", "0..1", "1: send from and receive into callers' host buffers (zero copy) where the RDMA device has implicit on-demand paging; 0: always through the slots") \
+  X(IB_READ_MIN, Size, "16K", "0..1G", "smallest message the ib receiver reads from the sender's buffer (RDMA READ, zero copy); smaller ones are written into its slot") \
   X(IB_CM, Int, "-1", "-1..1", "how ib queue pairs connect: 1 rdma_cm (rdma_connect/accept), 0 QP attributes over TCP, -1 rdma_cm on iWARP only") \
   X(NSOCKS, Int, "1", "1..16", "TCP sockets per socket-transport connection; frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K", "0..1T",                                                                                    \

@@ -46,17 +46,6 @@ void toError(Qp* q) {
   q->recvs.clear();
 }
 
-// A registered range that covers [addr, addr+length) under `key` and allows `access`, or null.
-ibv_mr* findMr(uint32_t key, uint64_t addr, uint64_t length, int access) {
-  auto it = g.mrs.find(key);
-  if (it == g.mrs.end()) return nullptr;
-  ibv_mr* mr = it->second;
-  const uint64_t base = reinterpret_cast<uint64_t>(mr->addr);
-  if (addr < base || addr + length > base + mr->length) return nullptr;
-  if ((g.access[key] & access) != access) return nullptr;
-  return mr;
-}
-
 // Whether the first and last byte of [addr, addr + length) can be read by this process.
 bool readable(const void* addr, size_t length) {
   for (const char* p : {static_cast<const char*>(addr), static_cast<const char*>(addr) + length - 1}) {
@@ -67,9 +56,24 @@ bool readable(const void* addr, size_t length) {
   return true;
 }
 
+// A registered range that covers [addr, addr+length) under `key` and allows `access`, or null.
+ibv_mr* findMr(uint32_t key, uint64_t addr, uint64_t length, int access) {
+  auto it = g.mrs.find(key);
+  if (it == g.mrs.end()) return nullptr;
+  ibv_mr* mr = it->second;
+  const uint64_t base = reinterpret_cast<uint64_t>(mr->addr);
+  if (addr < base || addr - base > mr->length || length > mr->length - (addr - base)) return nullptr;
+  if ((g.access[key] & access) != access) return nullptr;
+  // On-demand paging faults the pages in at the access: an address the process cannot reach fails now.
+  if (g.onDemand[key] && length > 0 && !readable(reinterpret_cast<const void*>(addr), length)) return nullptr;
+  return mr;
+}
+
 // The emulator's address of byte `addr` of region `mr` (for a dma-buf region, inside its mapping).
 char* hostOf(const ibv_mr* mr, uint64_t addr) {
-  return g.hostAt[mr->lkey] + (addr - reinterpret_cast<uint64_t>(mr->addr));
+  char* at = g.hostAt[mr->lkey];
+  if (at == nullptr) return reinterpret_cast<char*>(addr);  // an implicit region: every address is its own
+  return at + (addr - reinterpret_cast<uint64_t>(mr->addr));
 }
 
 // An RDMA READ: the peer's registered bytes (its region must allow remote reads) land in the local
@@ -107,6 +111,7 @@ void postRead(Qp* q, const ibv_send_wr* wr) {
     from += sge.length;
   }
   ++g.reads;
+  g.bytesMoved += total;
   if (wr->send_flags & IBV_SEND_SIGNALED) complete(q->cq, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, qpn, static_cast<uint32_t>(total));
 }
 
@@ -185,6 +190,7 @@ int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       }
       // A probe's empty vector has no data pointer, and memcpy from null is undefined even for 0 bytes.
       if (!data.empty()) std::memcpy(hostOf(mr, wr->wr.rdma.remote_addr), data.data(), data.size());
+      g.bytesMoved += data.size();
       if (!data.empty() || wr->opcode != IBV_WR_RDMA_WRITE) {  // a zero-length write is a probe, not a frame
         (wr->opcode == IBV_WR_RDMA_WRITE ? g.plain : g.withImm) += 1;
         ++g.writesByQpn[qp->qp_num];
@@ -208,6 +214,7 @@ int postSendLocked(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
           continue;
         }
         if (!data.empty()) std::memcpy(r.addr, data.data(), data.size());  // (null data: see above)
+        g.bytesMoved += data.size();
         complete(peer->cq, r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV, peer->qp.qp_num, static_cast<uint32_t>(data.size()));
       } else {
         complete(peer->cq, r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, peer->qp.qp_num,
@@ -353,9 +360,14 @@ const VerbsApi kApi = {
       return 0;
     },
     [](ibv_pd* pd, void* addr, size_t length, int access) -> ibv_mr* {
+      const bool onDemand = (access & IBV_ACCESS_ON_DEMAND) != 0;
+      const bool implicit = onDemand && addr == nullptr && length == SIZE_MAX;
+      if (onDemand && (g.options.odp == Options::Odp::kNone || (implicit && g.options.odp != Options::Odp::kImplicit)))
+        return errno = EOPNOTSUPP, nullptr;
       // Pinning fails on memory the process cannot read (as the kernel's get_user_pages does on an
-      // inaccessible mapping, such as GPU memory without a peer-memory module): EFAULT.
-      if (length > 0 && !readable(addr, length)) return errno = EFAULT, nullptr;
+      // inaccessible mapping, such as GPU memory without a peer-memory module): EFAULT.  On-demand
+      // paging pins nothing: its accesses are checked when they happen.
+      if (!onDemand && length > 0 && !readable(addr, length)) return errno = EFAULT, nullptr;
       std::lock_guard<std::mutex> lock(g.mu);
       auto* mr = new ibv_mr{};
       mr->pd = pd;
@@ -366,6 +378,7 @@ const VerbsApi kApi = {
       g.mrs[mr->lkey] = mr;
       g.access[mr->lkey] = access | IBV_ACCESS_LOCAL_WRITE;
       g.hostAt[mr->lkey] = static_cast<char*>(addr);
+      g.onDemand[mr->lkey] = onDemand;
       return mr;
     },
     // A dma-buf (an emulated device allocation's memfd): mapped here, as a NIC maps the GPU's pages.
@@ -400,7 +413,15 @@ const VerbsApi kApi = {
       g.mrs.erase(mr->lkey);
       g.access.erase(mr->lkey);
       g.hostAt.erase(mr->lkey);
+      g.onDemand.erase(mr->lkey);
       delete mr;
+      return 0;
+    },
+    [](ibv_context*, uint64_t* general, uint32_t* rc) {
+      *general = g.options.odp == Options::Odp::kNone       ? 0
+                 : g.options.odp == Options::Odp::kExplicit ? uint64_t{IBV_ODP_SUPPORT}
+                                                             : uint64_t{IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT};
+      *rc = *general != 0 ? IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ : 0;
       return 0;
     },
     [](ibv_context* c, int cqe) {
@@ -444,7 +465,7 @@ const VerbsApi& install(const Options& options) {
     g.device.transport_type = options.iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;
     g.withImm = g.plain = 0;
     g.firstSendPosted = false;
-    g.reads = g.dmabufRegistrations = 0;
+    g.reads = g.dmabufRegistrations = g.bytesMoved = 0;
     g.writesByQpn.clear();
     g.cmEstablished = g.cmRejected = 0;
     g.cmContext = ibv_context{};
@@ -480,6 +501,7 @@ std::vector<uint64_t> writesPerQp() {
 }
 uint64_t cmRejected() { return counter(&State::cmRejected); }
 uint64_t reads() { return counter(&State::reads); }
+uint64_t bytesMoved() { return counter(&State::bytesMoved); }
 uint64_t dmabufRegistrations() { return counter(&State::dmabufRegistrations); }
 uint64_t dmabufRegionsNow() {
   std::lock_guard<std::mutex> lock(g.mu);

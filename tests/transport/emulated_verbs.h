@@ -4,7 +4,7 @@
 // completion of anything posted after it, receive buffers consumed in order, bounds and keys checked
 // (a bad key or range is a remote access error), RDMA READ from regions that allow it, regions
 // registered from a dma-buf (mapped here, the way a NIC reaches GPU memory), an error state that
-// flushes posted receives and every work request posted after it.
+// flushes posted receives and every work request posted after it, and on-demand paging (Options::odp).
 // Its rdma_cm (listen, resolve, connect with private data, accept or reject, events on a pollable
 // channel) connects queue pairs the way the kernel does for iWARP.  Options make it behave like an iWARP
 // device (no WRITE WITH IMMEDIATE: posting one fails; queue pairs cannot be moved to RTR/RTS by verbs,
@@ -27,6 +27,11 @@ struct Options {
   // Completions of different queue pairs on one completion queue come out in a shuffled order (each
   // queue pair's own stay in order), as a device serving several queue pairs in parallel may deliver them.
   bool shuffleAcrossQps = false;
+  // On-demand paging for RC writes and reads: none, on explicit ranges only (as soft RoCE), or implicit
+  // too (one region over the whole address space, as mlx5).  ODP regions pin nothing: an access to an
+  // unmapped address fails when it happens (a remote or local access error), not at registration.
+  enum class Odp { kNone, kExplicit, kImplicit };
+  Odp odp = Odp::kNone;
   // The thread that posts the device's first SEND (a receiver's first credit) sleeps this long after
   // it, so that its peer acts, or leaves, before the next one.
   int pauseAfterFirstSendMs = 0;
@@ -42,6 +47,8 @@ uint64_t writesWithImm();
 uint64_t plainWrites();
 // RDMA writes (either kind) per queue pair that posted them, in queue-pair creation order.
 std::vector<uint64_t> writesPerQp();
+// Bytes moved between memories by RDMA WRITE, SEND and READ (payloads and headers), since install().
+uint64_t bytesMoved();
 // RDMA READs completed, and regions registered from a dma-buf (GPU memory), since install().
 uint64_t reads();
 uint64_t dmabufRegistrations();

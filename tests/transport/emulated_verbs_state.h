@@ -39,7 +39,8 @@ struct State {
   // Where the emulator reaches each region (by key): its own address, or its mapping of a dma-buf.
   std::map<uint32_t, char*> hostAt;
   std::map<uint32_t, size_t> mappedBytes;  // dma-buf regions: the mapping to undo
-  uint64_t reads = 0, dmabufRegistrations = 0;
+  std::map<uint32_t, bool> onDemand;  // by key: an ODP region (checked per access, not at registration)
+  uint64_t reads = 0, dmabufRegistrations = 0, bytesMoved = 0;
   uint64_t withImm = 0, plain = 0;
   std::map<uint32_t, uint64_t> writesByQpn;  // qpn (creation order) -> RDMA writes posted
   uint64_t shuffleState = 0x9e3779b97f4a7c15ull;

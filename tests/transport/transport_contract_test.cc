@@ -40,11 +40,12 @@ struct ContractCase {
   int nsocks;             // LOOM_NSOCKS (socket only)
   const char* device;     // ib only: "roce", "iwarp" or "infiniband" (emulated: this machine has no RDMA NIC)
   int qps = 1;            // LOOM_IB_QPS_PER_CONNECTION (ib only)
+  bool odp = false;       // ib only: the device has implicit on-demand paging (zero copy)
 };
 
 std::ostream& operator<<(std::ostream& os, const ContractCase& c) {
   return os << c.transport << (*c.device ? " emulated " : "") << c.device << " (" << c.nsocks << " socket(s), " << c.qps
-            << " qp(s))";
+            << " qp(s)" << (c.odp ? ", on-demand paging" : "") << ")";
 }
 
 std::unique_ptr<Transport> makeTransport(const ContractCase& c) {
@@ -56,6 +57,7 @@ std::unique_ptr<Transport> makeTransport(const ContractCase& c) {
     emulated::Options o;
     o.iwarp = std::string(c.device) == "iwarp";
     o.roce = std::string(c.device) == "roce";
+    o.odp = c.odp ? emulated::Options::Odp::kImplicit : emulated::Options::Odp::kNone;
     emulated::install(o);
     return std::make_unique<IbTransport>();
   }
@@ -406,6 +408,9 @@ std::vector<ContractCase> cases() {
 #if LOOM_HAVE_VERBS
   for (const char* device : {"roce", "iwarp", "infiniband"}) v.push_back({"ib", 1, device});
   v.push_back({"ib", 1, "iwarp", 3});  // three queue pairs, each connected through rdma_cm
+  // Zero copy: writes from callers' buffers and reads into them (RoCE and InfiniBand: iWARP has no ODP).
+  v.push_back({"ib", 1, "roce", 1, true});
+  v.push_back({"ib", 1, "infiniband", 2, true});
 #endif
   return v;
 }
@@ -415,7 +420,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, TransportContract, ::testing::ValuesIn(case
   if (name == "shm") return name;
   if (name == "socket") return name + "_" + std::to_string(p.param.nsocks) + "socks";
   if (name == "ib")
-    return name + "_emulated_" + p.param.device + (p.param.qps > 1 ? "_" + std::to_string(p.param.qps) + "qps" : "");
+    return name + "_emulated_" + p.param.device + (p.param.qps > 1 ? "_" + std::to_string(p.param.qps) + "qps" : "") +
+           (p.param.odp ? "_odp" : "");
   return name;
 });
 

@@ -240,6 +240,13 @@ class IbConnection {
   }
 
   char* slot(size_t i) { return slots_.data + i * stride_; }
+  // Whether `p` lies in this connection's slot ring.
+  bool inRing(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    return c >= slots_.data && c < slots_.data + nslots_ * stride_;
+  }
+  // The device context the queue pairs are on.
+  ibv_context* context() const { return cmContext_ != nullptr ? cmContext_ : dev_.context; }
   // The protection domain the queue pairs are on (registrations must be made there).
   ibv_pd* pd() const { return cmPd_ != nullptr ? cmPd_ : dev_.pd; }
   const VerbsApi& api() const { return api_; }
@@ -266,14 +273,18 @@ class IbConnection {
   }
   // Writes local slot `local` (header and `bytes`) into the peer's slot `remote`, signalled by an
   // immediate unless that failed once (then by a note on the same queue pair, which the write precedes).
-  bool postWrite(size_t local, size_t remote, size_t bytes, std::string* why) {
+  // With `payload`, the bytes after the header come from there (a caller's buffer: zero copy) instead
+  // of the slot.
+  bool postWrite(size_t local, size_t remote, size_t bytes, std::string* why, const ibv_sge* payload = nullptr) {
     const int k = qpOf(remote);
     ibv_qp* qp = qps_[static_cast<size_t>(k)].qp;
-    ibv_sge sge{reinterpret_cast<uint64_t>(slot(local)), static_cast<uint32_t>(kHeaderBytes + bytes), slots_.mr->lkey};
+    ibv_sge sge[2] = {{reinterpret_cast<uint64_t>(slot(local)),
+                       static_cast<uint32_t>(kHeaderBytes + (payload != nullptr ? 0 : bytes)), slots_.mr->lkey},
+                      payload != nullptr ? *payload : ibv_sge{}};
     ibv_send_wr wr{};
     wr.wr_id = kWriteWr;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.sg_list = sge;
+    wr.num_sge = payload != nullptr ? 2 : 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = peer_.slots + remote * peer_.stride;
     wr.wr.rdma.rkey = peer_.rkey;
@@ -359,16 +370,16 @@ class IbConnection {
   }
   int outstanding() const { return outstanding_; }
 
-  // Reads `bytes` of the peer's region (address, key) into local region `mr` at dst, one RDMA READ of at
+  // Reads `bytes` of the peer's region (address, key) into dst (local key `lkey`), one RDMA READ of at
   // most 1 GiB at a time (one read in flight: the queue pairs allow one), on queue pair 0.  onNote and
   // `between` as for progressUntil.
   template <typename OnNote, typename Between>
-  bool read(ibv_mr* mr, char* dst, uint64_t address, uint32_t key, size_t bytes, OnNote onNote, Between between,
+  bool read(uint32_t lkey, char* dst, uint64_t address, uint32_t key, size_t bytes, OnNote onNote, Between between,
             const std::atomic<bool>& stop, std::string* why) {
     constexpr size_t kMaxRead = size_t{1} << 30;
     for (size_t done = 0; done < bytes;) {
       const size_t n = std::min(kMaxRead, bytes - done);
-      ibv_sge sge{reinterpret_cast<uint64_t>(dst + done), static_cast<uint32_t>(n), mr->lkey};
+      ibv_sge sge{reinterpret_cast<uint64_t>(dst + done), static_cast<uint32_t>(n), lkey};
       ibv_send_wr wr{};
       wr.wr_id = kReadWr;
       wr.sg_list = &sge;
@@ -429,7 +440,7 @@ class IbConnection {
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = static_cast<uint32_t>(2 * nslots_ + 4);
     a.cap.max_recv_wr = static_cast<uint32_t>(notesPerQp());
-    a.cap.max_send_sge = 1;
+    a.cap.max_send_sge = 2;  // a frame's header from its slot, its payload from the caller's buffer
     a.cap.max_recv_sge = 1;
     a.cap.max_inline_data = kNoteBytes;
     return a;

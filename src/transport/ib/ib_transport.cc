@@ -11,11 +11,22 @@
 #include "base/socket.h"
 #include "transport/ib/ib_connection.h"
 #include "transport/ib/ib_device.h"
+#include "transport/ib/host_mr.h"
 #include "transport/ib/ib_wires.h"
 #include "transport/net/hello.h"
 #include "transport/net/relay_queue.h"
 
 namespace loom {
+
+TransportCaps IbTransport::caps() const {
+  TransportCaps c{LinkKind::kNetwork};
+  c.slotBytes = netRingShape().slotBytes;
+  c.memory = kHostMemory | kDeviceMemory;  // GPUDirect RDMA where the NIC can register device memory
+  c.sendsFromThread = true;
+  const IbDevice& d = ibDevice();
+  c.zeroCopy = d.context != nullptr && hostZeroCopy(*d.api, d.context);
+  return c;
+}
 
 bool IbTransport::reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est,
                           std::string* reason) const {

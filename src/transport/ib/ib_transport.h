@@ -10,6 +10,11 @@
 // The two QPs learn each other (QP number, LID, GID, PSN, slot addresses and key) over a TCP connection
 // from the sender to the receiver, authenticated like the socket transport's.  Every verbs call goes
 // through a table (verbs_api.h), so tests run this whole protocol against an emulated device.
+//
+// Where the device has implicit on-demand paging (transport/ib/host_mr.h), frames leave from the
+// caller's buffer (the header from the slot, the payload from the buffer, in one write), and a frame
+// that lands in the receiver's caller buffer goes as a direct frame: the receiver reads it from the
+// sender's buffer into its own (RDMA READ).  No byte is copied by the CPU on either side.
 #pragma once
 
 #include "transport/net/relay_queue.h"
@@ -20,13 +25,7 @@ namespace loom {
 class IbTransport : public Transport {
  public:
   const char* name() const override { return "ib"; }
-  TransportCaps caps() const override {
-    TransportCaps c{LinkKind::kNetwork};
-    c.slotBytes = netRingShape().slotBytes;
-    c.memory = kHostMemory | kDeviceMemory;  // GPUDirect RDMA where the NIC can register device memory
-    c.sendsFromThread = true;
-    return c;
-  }
+  TransportCaps caps() const override;
   bool reaches(const PeerInfo& self, const PeerInfo& peer, TransportEstimate* est, std::string* reason) const override;
   loomResult_t createRecv(const ConnectRequest& req, ConnectInfo* info, std::unique_ptr<RecvQueue>* recv) override;
   loomResult_t connectSend(const ConnectRequest& req, const ConnectInfo& peerInfo,

@@ -9,6 +9,7 @@
 #include "base/socket.h"
 #include "device_runtime/device_api.h"
 #include "transport/ib/device_mr.h"
+#include "transport/ib/host_mr.h"
 
 namespace loom {
 
@@ -16,21 +17,48 @@ namespace {
 
 class IbSendWire : public SendWire {
  public:
-  explicit IbSendWire(std::unique_ptr<IbConnection> conn) : conn_(std::move(conn)) {}
+  explicit IbSendWire(std::unique_ptr<IbConnection> conn)
+      : conn_(std::move(conn)), host_(hostRegion(conn_->api(), conn_->context(), conn_->pd())) {}
   void* slotMemory(size_t index) override { return conn_->slot(index) + kHeaderBytes; }
+  // Zero copy where the device reaches every host address (transport/ib/host_mr.h).
+  bool sendsFromCaller() const override { return host_ != nullptr; }
+  // A frame from the caller's buffer that lands in the receiver's caller buffer, large enough that a
+  // read round trip costs less than a copy: the receiver reads it where it lies (RDMA READ).
+  bool peerReadsLater(const Frame& f) const override {
+    return f.direct || (fromCaller(f) && f.landsInCaller && f.bytes >= static_cast<size_t>(params().IB_READ_MIN));
+  }
   bool send(const Frame* frames, size_t n, const std::atomic<bool>& stop, std::string* why) override {
     for (size_t k = 0; k < n; ++k) {
+      const Frame& f = frames[k];
       // Each credit frees the receiver's next slot in ring order.  Credits of different queue pairs may
       // arrive out of order, but a credit for slot s is only sent once every slot before s was granted,
       // so counting them is enough.
       if (!waitForPeer([&] { return credits_ > 0; }, stop, why)) return false;
       --credits_;
-      FrameHeader h{frames[k].bytes | (frames[k].direct ? kDirectFrame : 0), frames[k].signature};
-      std::memcpy(conn_->slot(frames[k].slot), &h, sizeof h);
-      if (!conn_->postWrite(frames[k].slot, written_ % conn_->peer().nslots, frames[k].bytes, why)) return false;
+      char* slot = conn_->slot(f.slot);
+      const size_t remote = written_ % conn_->peer().nslots;
+      bool ok;
+      if (!fromCaller(f)) {  // the slot holds the payload (or a direct post's DirectRef)
+        const FrameHeader h{f.bytes | (f.direct ? kDirectFrame : 0), f.signature};
+        std::memcpy(slot, &h, sizeof h);
+        ok = conn_->postWrite(f.slot, remote, f.bytes, why);
+      } else if (peerReadsLater(f)) {  // only where it lies is written: the receiver reads the rest
+        const DirectRef ref{reinterpret_cast<uint64_t>(f.data), f.bytes, host_->rkey, 0};
+        const FrameHeader h{sizeof ref | kDirectFrame, f.signature};
+        std::memcpy(slot, &h, sizeof h);
+        std::memcpy(slot + kHeaderBytes, &ref, sizeof ref);
+        ok = conn_->postWrite(f.slot, remote, sizeof ref, why);
+      } else {  // the header from the slot, the payload from the caller's buffer, in one write
+        const FrameHeader h{f.bytes, f.signature};
+        std::memcpy(slot, &h, sizeof h);
+        const ibv_sge payload{reinterpret_cast<uint64_t>(f.data), static_cast<uint32_t>(f.bytes), host_->lkey};
+        ok = conn_->postWrite(f.slot, remote, f.bytes, why, &payload);
+      }
+      if (!ok) return false;
       ++written_;
     }
-    // The slots are reusable once their writes completed (the data then sits in the peer's memory).
+    // The slots (and callers' buffers written from) are reusable once their writes completed: the data
+    // then sits in the peer's memory.
     return conn_->progressUntil([&] { return conn_->outstanding() == 0; }, countCredit(), stop, why);
   }
 
@@ -73,7 +101,12 @@ class IbSendWire : public SendWire {
   std::function<void(uint64_t)> countCredit() {
     return [this](uint64_t) { ++credits_, ++granted_; };
   }
+  // A frame posted from the caller's buffer (zero copy; an empty one goes as an empty slot).
+  bool fromCaller(const Frame& f) const {
+    return host_ != nullptr && !f.direct && f.bytes > 0 && f.data != conn_->slot(f.slot) + kHeaderBytes;
+  }
   std::unique_ptr<IbConnection> conn_;
+  const ibv_mr* host_;  // every host address (implicit on-demand paging); null: callers' buffers are not offered
   uint64_t credits_ = 0, written_ = 0, granted_ = 0;
 };
 
@@ -88,7 +121,8 @@ class IbRecvWire : public RecvWire {
         req_(req),
         token_(token),
         timeoutSec_(timeoutSec),
-        arrived_(conn_->nslots(), 0) {}
+        arrived_(conn_->nslots(), 0),
+        host_(hostRegion(conn_->api(), conn_->context(), conn_->pd())) {}
   ~IbRecvWire() override {
     // An open that failed half-way leaves the connection ids with the listener: the queue pairs made on
     // them must go first (members would be destroyed the other way round).
@@ -201,26 +235,31 @@ class IbRecvWire : public RecvWire {
     return true;
   }
 
+  // Direct frames are read straight into the rank's buffer; without on-demand paging each read would
+  // register that buffer first, which costs more than the copy out of a slot.
+  bool readsIntoCaller() const override { return host_ != nullptr; }
   bool acceptsDevice(void* dst, size_t bytes) override {
     std::string why;
     return deviceRegistration(conn_->api(), deviceApi(), conn_->pd(), dst, bytes, &why) != nullptr;
   }
   // A direct frame: RDMA READ from the sender's buffer into dst, registered as GPU memory (GPUDirect
-  // RDMA) or, for a host buffer, for this read only.
+  // RDMA), reached through on-demand paging, or else, for a host buffer, registered for this read only.
   bool readDirect(const DirectRef& ref, void* dst, const std::function<void()>& grantFreed,
                   const std::atomic<bool>& stop, std::string* why) override {
     const VerbsApi& api = conn_->api();
     DeviceApi* device = deviceApi();
     const bool onDevice = device != nullptr && device->isDeviceMemory(dst);
-    ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, why)
-                          : api.regMr(conn_->pd(), dst, ref.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    const bool perRead = !onDevice && host_ == nullptr;
+    const ibv_mr* mr = onDevice ? deviceRegistration(api, device, conn_->pd(), dst, ref.bytes, why)
+                       : !perRead ? host_
+                                  : api.regMr(conn_->pd(), dst, ref.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (mr == nullptr) {
-      if (!onDevice) *why = "cannot register the receive buffer: " + std::string(strerror(errno));
+      if (perRead) *why = "cannot register the receive buffer: " + std::string(strerror(errno));
       return false;
     }
-    const bool ok = conn_->read(mr, static_cast<char*>(dst), ref.address, ref.key, ref.bytes, markArrived(),
+    const bool ok = conn_->read(mr->lkey, static_cast<char*>(dst), ref.address, ref.key, ref.bytes, markArrived(),
                                 grantFreed, stop, why);
-    if (!onDevice) api.deregMr(mr);
+    if (perRead) api.deregMr(const_cast<ibv_mr*>(mr));
     return ok;
   }
 
@@ -241,6 +280,7 @@ class IbRecvWire : public RecvWire {
   double timeoutSec_;
   std::vector<char> arrived_;  // per slot: written and announced, not yet received
   bool badIndex_ = false;
+  const ibv_mr* host_;  // as IbSendWire's
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "transport/ib/verbs_api.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -160,6 +161,18 @@ const VerbsApi kRdmaCore = {
       return rdmaCore().regDmabufMr(pd, offset, n, iova, fd, access);
     },
     [](ibv_mr* mr) { return rdmaCore().deregMr(mr); },
+    [](ibv_context* c, uint64_t* general, uint32_t* rc) {
+      // What verbs.h's inline ibv_query_device_ex does, less its fallback to the basic query (which has
+      // no paging capabilities to report).
+      verbs_context* v = verbs_get_ctx_op(c, query_device_ex);
+      if (v == nullptr) return EOPNOTSUPP;
+      ibv_device_attr_ex a{};
+      const int r = v->query_device_ex(c, nullptr, &a, sizeof a);
+      if (r != 0) return r;
+      *general = a.odp_caps.general_caps;
+      *rc = a.odp_caps.per_transport_caps.rc_odp_caps;
+      return 0;
+    },
     [](ibv_context* c, int cqe) { return rdmaCore().createCq(c, cqe, nullptr, nullptr, 0); },
     [](ibv_cq* cq) { return rdmaCore().destroyCq(cq); },
     [](ibv_pd* pd, ibv_qp_init_attr* a) { return rdmaCore().createQp(pd, a); },

@@ -51,6 +51,9 @@ struct VerbsApi {
   // Device memory exported as a dma-buf (GPUDirect RDMA), addressed by `iova` in work requests.
   ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
   int (*deregMr)(ibv_mr* mr);
+  // On-demand paging: ibv_query_device_ex's odp_caps (general caps, RC caps); nonzero when the device
+  // cannot say (it then has none).
+  int (*odpCaps)(ibv_context* context, uint64_t* general, uint32_t* rc);
   ibv_cq* (*createCq)(ibv_context* context, int cqe);
   int (*destroyCq)(ibv_cq* cq);
   ibv_qp* (*createQp)(ibv_pd* pd, ibv_qp_init_attr* attr);

@@ -232,7 +232,7 @@ void RelaySendQueue::run() {
     }
     sent += batch;
     bool direct = false;
-    for (const Frame& f : frames) direct |= f.direct;
+    for (const Frame& f : frames) direct |= wire_->peerReadsLater(f);
     if (direct) {
       // A direct frame's bytes are the rank's own buffer: it is free again once the peer has read them.
       if (!wire_->awaitReleased(r.stop, &why)) {

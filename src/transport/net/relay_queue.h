@@ -86,7 +86,10 @@ class SendWire {
   virtual bool offerDirect(const void* src, size_t bytes, DirectRef* ref, std::string* why) {
     return *why = "this transport has no direct posts", false;
   }
-  // After a batch holding a direct frame: returns once the receiver released every frame sent so far.
+  // Whether the peer reads this frame's payload from our memory after send() returned (a direct post,
+  // or a caller's buffer offered for reading): its memory is free only once the peer released it.
+  virtual bool peerReadsLater(const Frame& f) const { return f.direct; }
+  // After a batch holding such a frame: returns once the receiver released every frame sent so far.
   virtual bool awaitReleased(const std::atomic<bool>& stop, std::string* why) { return true; }
   // Called by the I/O thread last, when the queue was destroyed with everything it posted sent: a wire
   // whose connection could drop data still in flight when it closes says goodbye first.
@@ -111,6 +114,10 @@ class RecvWire {
   // payload goes: receiveHeader(), then receivePayload() into the slot or straight into the rank's
   // buffer (zero copy, RecvQueue::receiveInto).  receive() is then not called.
   virtual bool readsHeaderFirst() const { return false; }
+  // Whether a frame the sender posted from its caller's memory (Landing::kCaller) reaches the rank's
+  // buffer with no copy by the rank: the wire reads headers first (above), or it reads direct frames
+  // from the sender's memory into any host buffer (RDMA READ).
+  virtual bool readsIntoCaller() const { return readsHeaderFirst(); }
   virtual bool receiveHeader(FrameHeader* h, const std::atomic<bool>& stop, std::string* why) { return false; }
   virtual bool receivePayload(void* dst, size_t bytes, const std::atomic<bool>& stop, std::string* why) {
     return false;
@@ -185,7 +192,7 @@ class RelayRecvQueue : public RecvQueue {
   bool isDirect() const override;
   loomResult_t readDirect(void* dst, const WaitContext& ctx) override;
   bool canReadDirectInto(void* device, size_t bytes) override { return wire_->acceptsDevice(device, bytes); }
-  bool receivesIntoCaller() const override { return wire_->readsHeaderFirst(); }
+  bool receivesIntoCaller() const override { return wire_->readsIntoCaller(); }
   loomResult_t receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
                            const WaitContext& ctx) override;
   void expectInto(void* dst, size_t capacity) override { askFor(dst, capacity); }

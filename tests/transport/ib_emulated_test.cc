@@ -305,5 +305,39 @@ TEST(EmulatedVerbs, ReachesNamesTheLinkKind) {
   setVerbsApiForTesting(nullptr);
 }
 
+// Zero copy for host memory only where the device has implicit on-demand paging for RC writes and
+// reads (transport/ib/host_mr.h): paging on explicit ranges only (as soft RoCE), none, an iWARP device
+// or LOOM_IB_ODP=0 keep the slots, and the queues do what the transport declares.
+TEST(IbEmulated, ZeroCopyOnlyWithImplicitOnDemandPaging) {
+  struct Case {
+    emulated::Options::Odp odp;
+    bool iwarp;
+    const char* setting;  // LOOM_IB_ODP
+    bool zeroCopy;
+  };
+  using Odp = emulated::Options::Odp;
+  const Case cases[] = {{Odp::kImplicit, false, "1", true}, {Odp::kExplicit, false, "1", false},
+                        {Odp::kNone, false, "1", false},    {Odp::kImplicit, true, "1", false},
+                        {Odp::kImplicit, false, "0", false}};
+  for (const Case& c : cases) {
+    ScopedEnv env;
+    env.set("LOOM_IB_ODP", c.setting);
+    paramsReloadForTesting();
+    emulated::Options o;
+    o.odp = c.odp;
+    o.iwarp = c.iwarp;
+    emulated::install(o);
+    Ends e;
+    ASSERT_EQ(e.listen(), loomSuccess) << loomGetLastError(nullptr);
+    ASSERT_EQ(e.connect(e.ci), loomSuccess) << loomGetLastError(nullptr);
+    const std::string what = "odp " + std::to_string(static_cast<int>(c.odp)) + (c.iwarp ? ", iWARP" : "") +
+                             ", LOOM_IB_ODP=" + c.setting;
+    EXPECT_EQ(e.ib.caps().zeroCopy, c.zeroCopy) << what;
+    EXPECT_EQ(e.send->postsFromCaller(), c.zeroCopy) << what;
+    EXPECT_EQ(e.recv->receivesIntoCaller(), c.zeroCopy) << what;
+    e.exchange(4, 1000);  // and the connection works either way
+  }
+}
+
 }  // namespace
 }  // namespace loom

@@ -104,13 +104,16 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
   // Across hosts a step waits for the slowest hop, and every byte the busiest connection between hosts
   // carries (as a multiple of S: `linkBytes`) goes at the probed network bandwidth, on top of the
-  // memory work (on the same cores: the kernel's socket copies are CPU time too).
+  // memory work (on the same cores: the kernel's socket copies are CPU time too).  The probe timed one
+  // connection while the other ranks were idle; in a call every connection moves at once, and where
+  // ranks share cores so do their connections' copies.
   const bool net = hosts > 1;
+  const double netGBs = m.netGBs / f;
   const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
   const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
   auto memory = [&](double steps, double stepCost, double work) { return steps * stepCost + work * S * beta * f; };
   auto cost = [&](double steps, double work, double linkBytes = 0) {
-    return memory(steps, stepUs, work) + (net ? linkBytes * S * 1e-3 / m.netGBs : 0.0);
+    return memory(steps, stepUs, work) + (net ? linkBytes * S * 1e-3 / netGBs : 0.0);
   };
   // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
   // each of its ranks.
@@ -123,7 +126,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
       const AlgoShape a = allReduceShape(algo, c);
       if (!a.applies) return 1e30;
       return memory(a.steps, stepUs, a.passes) + a.hostSteps * m.stepUs +
-             (net ? a.linkBytes * S * 1e-3 / m.netGBs : 0.0);
+             (net ? a.linkBytes * S * 1e-3 / netGBs : 0.0);
     }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
@@ -235,11 +238,23 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
   return loomSuccess;
 }
 
+// Ranks per core on the most crowded machine (one kernel: hosts in network namespaces or containers on
+// it share its cores, and so do their socket copies), at least 1.  From every rank's description, so
+// that every rank's model, and so its choice, is the same.
+static double busiestMachine(const loomComm* comm) {
+  double most = 1;
+  for (const PeerInfo& p : comm->peers) {
+    const auto sameMachine = [&](const PeerInfo& q) { return q.machineHash == p.machineHash; };
+    const double ranks = static_cast<double>(std::count_if(comm->peers.begin(), comm->peers.end(), sameMachine));
+    most = std::max(most, ranks / std::max(1, p.cpuCount));
+  }
+  return most;
+}
+
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
   m.hostDirectPostMin = comm->costModel.hostDirectPostMin;  // the runtime's, from the transports
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  m.oversubscription = std::max(1.0, static_cast<double>(comm->localRanks) / cores);
+  m.oversubscription = busiestMachine(comm);
   if (m.oversubscription > 1) m.stepUs *= 2 * m.oversubscription;  // a hand-over may wait for a rank to wake
   if (params().TUNE_PROBE == 0 || comm->nranks == 1) {
     comm->costModel = m;

@@ -22,9 +22,18 @@ AlgoShape allReduceShape(Algo algo, const ShapeCase& c) {
     case Algo::Tree:  // a rank receives its two children's partial sums up and sends the result to both
       s.steps = 3 * L + 1 + (slices - 1), s.passes = 4.6, s.linkBytes = 2.0;
       break;
-    case Algo::Rhd:  // halving then doubling with partners, the far ones on other hosts
-      s.steps = 3.5 * (L + (pow2 ? 0 : 1)), s.passes = pow2 ? 6.5 : 8.5, s.linkBytes = 2.0 * (n - 1) / n;
+    case Algo::Rhd: {  // halving then doubling with partners, the far ones on other hosts
+      // Its rounds are exchanges of whole halves (p2p transfers).  On one host they go through the slots:
+      // 3.5 steps' latency and 6.5 passes a round, fitted.  Across hosts each round is one exchange on
+      // the wire (2 log2 n in all), received straight into scratch or the output (zero copy): the copy in,
+      // the reductions and the folding leave about a ring's memory work.
+      // (Across hosts counted exactly: log2 of the largest power of two, plus one fold where n is not one.)
+      const double exactRounds = std::floor(std::log2(n)) + (pow2 ? 0 : 1);
+      s.steps = net ? 2 * exactRounds : 3.5 * (L + (pow2 ? 0 : 1));
+      s.passes = net ? (pow2 ? 3.0 : 4.0) : (pow2 ? 6.5 : 8.5);
+      s.linkBytes = 2.0 * (n - 1) / n;
       break;
+    }
     case Algo::OneShot: {
       // Within one slot: one hand-over through the slots; above: a transfer round (gathering every input
       // into scratch first, then reducing: more passes per byte).  Within a slot the n-1 inputs stay in

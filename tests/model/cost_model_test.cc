@@ -33,6 +33,14 @@ TEST(CostModel, AllReduceShapesByHand) {
   EXPECT_DOUBLE_EQ(allReduceShape(Algo::Hier, at(1 << 20, 8, 1)).linkBytes, 0);  // no network on one host
   // Flat is not an allreduce.
   EXPECT_FALSE(allReduceShape(Algo::Flat, at(1 << 20, 8, 1)).applies);
+  // rhd across 4 hosts of one rank: 2 rounds each way, one exchange on the wire each (4 steps, fewer
+  // than the ring's 6), with no more memory work than on one host (its rounds land without a copy).
+  const AlgoShape rhdNet = allReduceShape(Algo::Rhd, at(1 << 20, 4, 4));
+  EXPECT_DOUBLE_EQ(rhdNet.steps, 4);
+  EXPECT_LT(rhdNet.steps, allReduceShape(Algo::Ring, at(1 << 20, 4, 4)).steps);
+  EXPECT_LT(rhdNet.passes, allReduceShape(Algo::Rhd, at(1 << 20, 4, 1)).passes);
+  // 3 hosts: the third rank is folded in before the one round each way and out after: 4 exchanges.
+  EXPECT_DOUBLE_EQ(allReduceShape(Algo::Rhd, at(1 << 20, 3, 3)).steps, 4);
 }
 
 TEST(CostModel, ShapesGrowWithRanksAndSlices) {

@@ -31,6 +31,8 @@ loomResult_t ringAllGather(loomComm* comm, const CollArgs& args);
 loomResult_t ringReduceScatter(loomComm* comm, const CollArgs& args);
 // Slices stream along the ring from the root (broadcast) or towards it (reduce).
 loomResult_t chainBroadcast(loomComm* comm, const CollArgs& args);
+// Slices stream down a binary tree of the hosts, and along a chain inside each (tree_broadcast.cc).
+loomResult_t treeBroadcast(loomComm* comm, const CollArgs& args);
 loomResult_t chainReduce(loomComm* comm, const CollArgs& args);
 // Every rank sends its block straight to each other rank: on one host each receiver makes a single copy
 // from the owner's buffer (transport single-copy reads) instead of one per ring hop in and out of a FIFO.

@@ -46,6 +46,11 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
     recvQ_ = comm->connection(recvPeer, channel).recv.get();
     slot = std::min(slot, recvQ_->slotBytes());
   }
+  // A pipeline may cross both kinds of link (a chain from shared memory onto the network and back): all
+  // its ranks must cut the same steps, so in a job that spans hosts they step by the smallest slot of
+  // all (LOOM_SHM_SLOT_SIZE and LOOM_NET_SLOT_SIZE may differ).
+  const bool spansHosts = comm->cluster != nullptr && comm->cluster->hosts.size() > 1;
+  if (spansHosts && comm->netStepBytes > 0) slot = std::min(slot, comm->netStepBytes);
   if (params().CHUNK_SIZE > 0) slot = std::min(slot, static_cast<size_t>(params().CHUNK_SIZE));
   maxElems_ = std::max<size_t>(1, (slot / 64 * 64) / elemSize_);
   const ReduceKernels& k = reduceKernels();

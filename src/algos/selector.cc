@@ -34,14 +34,15 @@ struct Entry {
   loomResult_t (*run)(loomComm*, const CollArgs&);
 };
 
-// Every algorithm of every collective.  Broadcast, reduce and reducescatter have one (the ring order
-// chain / ring); alltoall is always flat (pairwise transfers).
+// Every algorithm of every collective.  Reduce and reducescatter have one (the ring order chain /
+// ring), broadcast the chain and, across three hosts or more, a tree of the hosts; alltoall is always
+// flat (pairwise transfers).
 const Entry kTable[] = {
     {CollType::AllReduce, Algo::Ring, ringAllReduce},       {CollType::AllReduce, Algo::Tree, treeAllReduce},
     {CollType::AllReduce, Algo::Rhd, rhdAllReduce},         {CollType::AllReduce, Algo::OneShot, oneShotAllReduce},
     {CollType::AllReduce, Algo::Hier, hierAllReduce},       {CollType::AllGather, Algo::Ring, ringAllGather},
     {CollType::AllGather, Algo::Flat, flatAllGather},       {CollType::Broadcast, Algo::Ring, chainBroadcast},
-    {CollType::Reduce, Algo::Ring, chainReduce},            {CollType::ReduceScatter, Algo::Ring, ringReduceScatter},
+    {CollType::Broadcast, Algo::Tree, treeBroadcast},       {CollType::Reduce, Algo::Ring, chainReduce},            {CollType::ReduceScatter, Algo::Ring, ringReduceScatter},
     {CollType::AllToAll, Algo::Flat, allToAll},
 };
 
@@ -138,7 +139,15 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
       return cost(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), n - 1.0);
     }
     case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1), n - 1.0);
-    case CollType::Broadcast: return cost(n - 1 + slices - 1, 2.0, 1.0);
+    case CollType::Broadcast: {
+      if (algo == Algo::Ring) return cost(n - 1 + slices - 1, 2.0, 1.0);
+      // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
+      // the first slice, but a host's first rank sends every byte to two other hosts.  On two hosts
+      // it is the chain: not offered.
+      if (hosts < 3) return 1e30;
+      const double depth = std::floor(std::log2(static_cast<double>(hosts))) + (local - 1);
+      return cost(depth + slices - 1, 2.0, 2.0);
+    }
     case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5, 1.0);
     case CollType::AllToAll: return cost(1.5 + 0.6 * (n - 1), 1.5 * (n - 1) / n, flatLink / n);
     default: return 0;

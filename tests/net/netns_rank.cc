@@ -44,10 +44,15 @@ int main(int argc, char** argv) {
     if (loomAllGather(mine.data(), all.data(), count, loomInt32, comm, nullptr) != loomSuccess) return fail("allgather", comm);
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] != static_cast<int>(i / count)) ++bad;
-    std::vector<int> b(count, rank == n - 1 ? 42 : 0);
-    if (loomBroadcast(b.data(), b.data(), count, loomInt32, n - 1, comm, nullptr) != loomSuccess) return fail("broadcast", comm);
-    for (int v : b)
-      if (v != 42) ++bad;
+    // From the last rank, the first and one in the middle: the tree of hosts and the chains inside them
+    // start wherever the root is.
+    for (const int root : {n - 1, 0, n / 2}) {
+      std::vector<int> b(count, rank == root ? 42 + root : 0);
+      if (loomBroadcast(b.data(), b.data(), count, loomInt32, root, comm, nullptr) != loomSuccess)
+        return fail("broadcast", comm);
+      for (int v : b)
+        if (v != 42 + root) ++bad;
+    }
     std::vector<double> r(count, rank + 0.5);
     if (loomReduce(r.data(), r.data(), count, loomFloat64, loomMax, 0, comm, nullptr) != loomSuccess)
       return fail("reduce", comm);

@@ -163,6 +163,18 @@ loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
 /* Collective over `comm`: ranks with the same color form a new communicator, ordered by (key, old rank).
  * color LOOM_SPLIT_NOCOLOR yields *newcomm == NULL. */
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config);
+/* Flags of loomCommShrink. */
+#define LOOM_SHRINK_DEFAULT 0x00
+#define LOOM_SHRINK_ABORT 0x01 /* first end what is still in flight on comm (stream operations) */
+/* The ranks of comm that are not listed in excludeRanks (typically: the ranks that died) make a new
+ * communicator among themselves, ranks renumbered in their old order, through comm's bootstrap: no new
+ * unique id is handed around.  Works on a failed communicator: that is its point.  Every surviving
+ * rank calls it with the same list; excluded ranks do not call it (loomInvalidUsage if they do).  The
+ * old communicator stays failed (or as it was): free it with loomCommAbort (loomCommDestroy where no
+ * rank died).  Bounded by the timeout; a listed-as-alive rank that is gone fails it with
+ * loomRemoteError naming that rank.  config as for loomCommInitRankConfig (NULL: comm's timeout). */
+loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclude, loomComm_t* newcomm,
+                            loomConfig_t* config, int flags);
 /* Frees the communicator.  Where it uses a network transport and its ranks live in different processes,
  * it first meets the other ranks (bounded by the timeout) so that no rank closes a connection while a
  * peer's last data is still on its way: call it on every rank, in the same order for several comms. */

@@ -192,9 +192,21 @@ def run_perf_tools(args, host, backend, collectives, workdir):
 
 
 def run_gloo(args, host, collectives, workdir):
+    # The store's port is picked at random: one that something else holds (EADDRINUSE) is tried again with
+    # another, rather than losing the whole report to it.
+    for attempt in range(3):
+        try:
+            return run_gloo_once(args, host, collectives, workdir, attempt)
+        except RuntimeError as e:
+            if "EADDRINUSE" not in str(e) or attempt == 2:
+                raise
+            print(f"# gloo: the store's port was taken; again with another", flush=True)
+
+
+def run_gloo_once(args, host, collectives, workdir, attempt):
     points_arg = [f"{s}:{sw['iters']}" for sw in args.sweeps for s in sweep_sizes(sw)]
     out = os.path.join(workdir, "gloo.json")
-    port = 29500 + (os.getpid() + int(time.time())) % 20000
+    port = 29500 + (os.getpid() + int(time.time()) + 7919 * attempt) % 20000
     base = dict(os.environ, WORLD_SIZE=str(host.nranks), MASTER_ADDR=host.master_addr, MASTER_PORT=str(port),
                 OMP_NUM_THREADS="1")
     procs, logs = [], []

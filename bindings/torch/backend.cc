@@ -160,6 +160,11 @@ LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   completer_ = std::make_unique<Completer>();
 }
 
+LoomBackend::LoomBackend(loomComm_t comm, int rank, int size, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), inlineBytes_(inlineBytesSetting()) {
+  completer_ = std::make_unique<Completer>();
+}
+
 LoomBackend::~LoomBackend() {
   completer_.reset();  // every issued call completes (each is bounded by the timeout)
   if (comm_ != nullptr) loomCommDestroy(comm_);
@@ -250,6 +255,28 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::split(const c10::intrusive_ptr<c1
   TORCH_CHECK(it != ranks.end(), "loom: split: rank ", rank_, " is not one of the new group's ranks");
   return c10::make_intrusive<LoomBackend>(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
                                           opts ? opts->timeout : timeout_);
+}
+#endif
+
+#ifdef LOOM_TORCH_HAS_SHRINK
+c10::intrusive_ptr<c10d::Backend> LoomBackend::shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                                      const c10::intrusive_ptr<Options>& opts) {
+  // torch's SHRINK_ABORT is 1, as LOOM_SHRINK_ABORT: loom ends what is still in flight on this group
+  // (those calls fail; their Works report it), then the survivors make their communicator.
+  std::vector<int> exclude(ranksToExclude.begin(), ranksToExclude.end());
+  const std::chrono::milliseconds timeout = opts ? std::chrono::duration_cast<std::chrono::milliseconds>(opts->timeout)
+                                                 : timeout_;
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.timeoutSec = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
+  config.commName = "torch";
+  loomComm_t small = nullptr;
+  const loomResult_t r = loomCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &small, &config,
+                                        shrinkFlags & LOOM_SHRINK_ABORT);
+  if (r != loomSuccess) C10_THROW_ERROR(DistBackendError, std::string("loom: shrink: ") + loomGetLastError(comm_));
+  int rank = 0, size = 0;
+  loomCommUserRank(small, &rank);
+  loomCommCount(small, &size);
+  return c10::make_intrusive<LoomBackend>(small, rank, size, timeout);
 }
 #endif
 

@@ -19,6 +19,8 @@ class LoomBackend : public c10d::Backend {
  public:
   // Rank 0 makes the unique id and publishes it through `store`; every rank then joins with `timeout`.
   LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  // Takes over a communicator made otherwise (a shrink's).
+  LoomBackend(loomComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
   ~LoomBackend() override;
   const std::string getBackendName() const override { return "loom"; }
 
@@ -76,6 +78,14 @@ class LoomBackend : public c10d::Backend {
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+#endif
+
+#ifdef LOOM_TORCH_HAS_SHRINK
+  // torch.distributed.shrink_group: the ranks not excluded make a new loom communicator among themselves
+  // (loomCommShrink: through this one's bootstrap, no store needed), also after a rank died.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& opts) override;
 #endif
 
   // The factory torch.distributed.Backend.register_backend calls (store, rank, size, timeout).

@@ -39,7 +39,8 @@ def cxx_standard(torch_dir):
 # c10d::Backend methods that only newer torch declares, by the name they have in Backend.hpp.
 BACKEND_METHODS = {"split": r"virtual\s+c10::intrusive_ptr<Backend>\s+split\s*\(",
                    "supportsCoalescing": r"virtual\s+bool\s+supportsCoalescing\s*\(",
-                   "getBackendOptions": r"virtual\s+c10::intrusive_ptr<Options>\s+getBackendOptions\s*\("}
+                   "getBackendOptions": r"virtual\s+c10::intrusive_ptr<Options>\s+getBackendOptions\s*\(",
+                   "shrink": r"virtual\s+c10::intrusive_ptr<Backend>\s+shrink\s*\("}
 
 
 def backend_methods(torch_dir):

@@ -62,8 +62,13 @@ class Bootstrap {
   loomResult_t allGather(void* data, size_t bytesPerRank);
   loomResult_t barrier();
   loomResult_t send(int peer, int tag, const void* data, size_t len);
-  // Receives exactly `len` bytes from peer with tag; a different length is loomInvalidUsage.
-  loomResult_t recv(int peer, int tag, void* data, size_t len);
+  // Receives exactly `len` bytes from peer with tag; a different length is loomInvalidUsage.  A failure
+  // notice from any rank ends the wait (loomRemoteError), unless `despiteFailures` (the survivors of a
+  // failure talking among themselves: loomCommShrink), where only this peer's absence does.
+  loomResult_t recv(int peer, int tag, void* data, size_t len, bool despiteFailures = false);
+  // The abort flag the waits watch (the communicator's; null: none).  A shrink stops watching its
+  // aborted communicator's flag while the survivors talk through this bootstrap.
+  void watchAbort(const std::atomic<bool>* abort) { abort_ = abort; }
 
   // Failure notices (FrameType::Failure), so that a failure spreading from rank to rank is reported as
   // the first one.  blame(lost): the rank that `lost` announced as failed before it let go of its

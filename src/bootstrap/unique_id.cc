@@ -56,14 +56,14 @@ SocketAddress PackedAddress::unpack() const {
   return a;
 }
 
-loomResult_t makeUniqueId(UniqueIdData* id, int* listenFd) {
+loomResult_t makeUniqueId(UniqueIdData* id, int* listenFd, bool jobId) {
   std::memset(id, 0, sizeof(*id));
   id->magic = kIdMagic;
   id->version = kIdVersion;
   *listenFd = -1;
   const std::string& commId = params().COMM_ID;
   SocketAddress addr{};
-  if (!commId.empty()) {
+  if (jobId && !commId.empty()) {
     // Deterministic in this mode, so that every rank can compute the same id without exchanging it.
     LOOM_CHECK(parseHostPort(commId, &addr));
     uint64_t h1 = hashBytes(commId.data(), commId.size());

@@ -31,8 +31,10 @@ struct UniqueIdData {
 static_assert(sizeof(UniqueIdData) <= LOOM_UNIQUE_ID_BYTES, "unique id layout too large");
 
 // Makes a new id: random secret; root address from LOOM_COMM_ID or a fresh listener (returned in
-// *listenFd, -1 in LOOM_COMM_ID mode).
-loomResult_t makeUniqueId(UniqueIdData* id, int* listenFd);
+// *listenFd, -1 in LOOM_COMM_ID mode).  `jobId` false: a fresh id even where LOOM_COMM_ID is set (the
+// communicators a job makes from its first one, split and shrink, each need their own: the job's id is
+// the first one's).
+loomResult_t makeUniqueId(UniqueIdData* id, int* listenFd, bool jobId = true);
 // Validates magic, version and checksum.
 loomResult_t decodeUniqueId(const loomUniqueId& raw, UniqueIdData* out);
 void encodeUniqueId(const UniqueIdData& id, loomUniqueId* raw);

@@ -220,7 +220,7 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
   loomResult_t made = loomSuccess;
   if (leader) {
     int fd = -1;
-    made = makeUniqueId(&all[comm->rank].id, &fd);
+    made = makeUniqueId(&all[comm->rank].id, &fd, /*jobId=*/false);
     if (made == loomSuccess && fd >= 0) made = startRoot(all[comm->rank].id, fd, comm->timeoutSec);
   }
   // Exchange the ids even if making ours failed, so no peer waits for us; then report.

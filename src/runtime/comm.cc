@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -202,9 +203,20 @@ namespace {
 // Liveness probe run between sleeps: a same-host peer whose process is gone will never answer.  Only
 // the peer waited for counts (others may have finished and exited normally), but the message also names
 // every other vanished peer: the one waited for often stopped because of them.
+// A killed process whose parent has not reaped it yet (a launcher that waits for its children in order)
+// still answers kill(pid, 0): its state in /proc says it is a zombie.
 bool processGone(const PeerInfo& me, const PeerInfo& p) {
-  return p.hostHash == me.hostHash && p.pidNamespace == me.pidNamespace && p.pid != me.pid && kill(p.pid, 0) != 0 &&
-         errno == ESRCH;
+  if (p.hostHash != me.hostHash || p.pidNamespace != me.pidNamespace || p.pid == me.pid) return false;
+  if (kill(p.pid, 0) != 0) return errno == ESRCH;
+  char path[64], stat[256] = {};
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(p.pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  const size_t got = std::fread(stat, 1, sizeof stat - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')' (the command name may hold one).
+  const char* close = std::strrchr(stat, ')');
+  return got > 0 && close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
 // Whether `peer` closed one of its connections with us (it destroyed or aborted the communicator).

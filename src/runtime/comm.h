@@ -81,6 +81,7 @@ struct loomComm {
   loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
+  int shrinks = 0;  // loomCommShrink calls made on this communicator (every survivor makes the same)
 
   // [channel][peer]
   std::vector<std::vector<loom::Connection>> connections;

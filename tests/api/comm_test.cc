@@ -99,6 +99,42 @@ TEST(Comm, SplitByColorAndKey) {
   });
 }
 
+// loomCommShrink without a failure: rank 3 stays out, the others make a communicator of their own and
+// the old one keeps working beside it (rank 3 included).  The bad arguments first, each refused with a
+// message and no communicator.
+TEST(Comm, ShrinkLeavesTheExcludedRanksOut) {
+  runRanks(4, [](int rank, loomComm_t comm) {
+    const int three = 3, twice[2] = {1, 1}, outside = 4, me = rank;
+    loomComm_t sub = reinterpret_cast<loomComm_t>(0x1);
+    EXPECT_EQ(loomCommShrink(comm, &three, 1, nullptr, nullptr, 0), loomInvalidArgument);
+    EXPECT_EQ(loomCommShrink(comm, &three, 1, &sub, nullptr, 7), loomInvalidArgument);
+    EXPECT_EQ(sub, nullptr) << "a refused shrink leaves no communicator";
+    EXPECT_EQ(loomCommShrink(comm, nullptr, 1, &sub, nullptr, 0), loomInvalidArgument);
+    EXPECT_EQ(loomCommShrink(comm, &outside, 1, &sub, nullptr, 0), loomInvalidArgument);
+    EXPECT_EQ(loomCommShrink(comm, twice, 2, &sub, nullptr, 0), loomInvalidArgument);
+    EXPECT_EQ(loomCommShrink(comm, &three, 4, &sub, nullptr, 0), loomInvalidArgument);  // nobody would remain
+    EXPECT_EQ(loomCommShrink(comm, &me, 1, &sub, nullptr, 0), loomInvalidUsage);  // excluded ranks do not call
+    EXPECT_NE(std::string(loomGetLastError(comm)).find("excluded"), std::string::npos) << loomGetLastError(comm);
+    if (rank != 3) {
+      ASSERT_EQ(loomCommShrink(comm, &three, 1, &sub, nullptr, LOOM_SHRINK_DEFAULT), loomSuccess)
+          << loomGetLastError(comm);
+      int n = 0, r = -1;
+      loomCommCount(sub, &n);
+      loomCommUserRank(sub, &r);
+      EXPECT_EQ(n, 3);
+      EXPECT_EQ(r, rank);
+      std::vector<int64_t> v(1000, rank + 1);
+      ASSERT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomInt64, loomSum, sub, nullptr), loomSuccess)
+          << loomGetLastError(sub);
+      for (int64_t x : v) ASSERT_EQ(x, 1 + 2 + 3);
+      EXPECT_EQ(loomCommDestroy(sub), loomSuccess);
+    }
+    int64_t w = 1;
+    ASSERT_EQ(loomAllReduce(&w, &w, 1, loomInt64, loomSum, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+    EXPECT_EQ(w, 4);
+  });
+}
+
 TEST(Comm, LaunchersCanUseCommId) {
   // LOOM_COMM_ID: every rank computes the same id itself; rank 0 runs the root at that address.
   int port = 20000 + getpid() % 20000;
@@ -115,6 +151,15 @@ TEST(Comm, LaunchersCanUseCommId) {
     }
     int v = 1;
     int rc = loomAllReduce(&v, &v, 1, loomInt32, loomSum, comm, nullptr) == loomSuccess && v == 3 ? 0 : 4;
+    // Communicators made from it get ids of their own (they once all took the job's, so two children of
+    // a split met at the same root).
+    loomComm_t sub = nullptr;
+    if (rc == 0 && loomCommSplit(comm, rank == 0 ? 0 : 1, 0, &sub, nullptr) != loomSuccess) rc = 5;
+    int w = 1;
+    if (rc == 0 && (loomAllReduce(&w, &w, 1, loomInt32, loomSum, sub, nullptr) != loomSuccess || w != (rank == 0 ? 1 : 2)))
+      rc = 6;
+    if (rc != 0) fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(sub != nullptr ? sub : comm));
+    if (sub != nullptr) loomCommDestroy(sub);
     loomCommDestroy(comm);
     return rc;
   }, 60);

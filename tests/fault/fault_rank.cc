@@ -7,10 +7,17 @@
 //   allreduce  the kill comes during a stream of allreduces of mixed sizes; survivors run until one fails
 //   destroy    the kill comes while the ranks are destroying the communicator after a few allreduces
 //   stream     nobody dies: allreduces for FAULT_STREAM_S seconds while the driver breaks the network
+//   shrink     as allreduce, then the survivors shrink the communicator without the victim
+//              (loomCommShrink, LOOM_SHRINK_ABORT), check 20 allreduces of mixed sizes on the new one,
+//              abort the old one and destroy the new one
 // Report lines ("key value"): comm_key (the communicator's key, which names its shared-memory segments),
 // result, seconds (monotonic time the failing or last call returned), killed_at, message, longest_call
-// (stream: the longest allreduce, i.e. how long the network stalled it).  Exit code 0 when the rank
+// (stream: the longest allreduce, i.e. how long the network stalled it); shrink adds shrink_result,
+// shrink_seconds (from the failed call's return to a working new communicator), after_wrong (wrong
+// elements in the 20 allreduces), comm_key_new, and fds_before/fds_after, threads_before/threads_after
+// (open descriptors and threads before init and once both communicators are gone).  Exit code 0 when the rank
 // ended on its own (whatever the library said); the driver judges the reports.
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <time.h>
@@ -26,6 +33,7 @@
 
 #include "bootstrap/unique_id.h"
 #include "loom.h"
+#include "runtime/comm.h"
 
 namespace {
 
@@ -36,6 +44,50 @@ double monotonicSeconds() {
 }
 
 FILE* gReport = nullptr;
+
+// Entries of a /proc/self directory (open descriptors, threads), "." and ".." not counted; the
+// descriptor that reads the directory is one of them.
+int countEntries(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// After the allreduce that failed because `victim` died: shrink without it, check 20 allreduces on the
+// survivors' communicator, free both.  Writes what happened to the report.
+void shrinkAndGoOn(loomComm_t comm, int n, int victim, int fdsBefore, int threadsBefore) {
+  const double t0 = monotonicSeconds();
+  loomComm_t small = nullptr;
+  const loomResult_t r = loomCommShrink(comm, &victim, 1, &small, nullptr, LOOM_SHRINK_ABORT);
+  std::fprintf(gReport, "shrink_result %d\nshrink_seconds %.6f\n", static_cast<int>(r), monotonicSeconds() - t0);
+  if (r != loomSuccess) std::fprintf(gReport, "shrink_message %s\n", loomGetLastError(comm));
+  long wrong = 0;
+  if (r == loomSuccess) {
+    std::fprintf(gReport, "comm_key_new %016" PRIx64 "\n", small->key);
+    std::vector<float> buf(size_t{1} << 18);
+    for (int i = 0; i < 20 && wrong == 0; ++i) {
+      const size_t count = size_t{1} << (i % 19);  // 1 .. 256K elements
+      for (size_t k = 0; k < count; ++k) buf[k] = static_cast<float>(k % 5 + 1);
+      if (loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, small, nullptr) != loomSuccess) {
+        std::fprintf(gReport, "after_message %s\n", loomGetLastError(small));
+        wrong = -1;
+        break;
+      }
+      for (size_t k = 0; k < count; ++k) wrong += buf[k] != static_cast<float>((k % 5 + 1) * (n - 1));
+    }
+  }
+  std::fprintf(gReport, "after_wrong %ld\n", wrong);
+  loomCommAbort(comm);
+  if (small != nullptr) loomCommDestroy(small);
+  // Threads that end on their own (the bootstrap roots, the helpers) get a moment to go.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::fprintf(gReport, "fds_before %d\nfds_after %d\nthreads_before %d\nthreads_after %d\n", fdsBefore,
+               countEntries("/proc/self/fd"), threadsBefore, countEntries("/proc/self/task"));
+  std::fflush(gReport);
+}
 
 void report(const char* phase, loomResult_t r, const char* message) {
   std::fprintf(gReport, "phase %s\nresult %d\nseconds %.6f\nmessage %s\n", phase, static_cast<int>(r),
@@ -57,7 +109,7 @@ void armDeath(long delayUs) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy|stream NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
+    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy|stream|shrink NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
                          "FAULT_VICTIM=rank, FAULT_DELAY_US=microseconds, FAULT_STREAM_S=seconds)\n");
     return 2;
   }
@@ -68,6 +120,7 @@ int main(int argc, char** argv) {
   const int victim = std::atoi(std::getenv("FAULT_VICTIM") != nullptr ? std::getenv("FAULT_VICTIM") : "-1");
   const long delayUs = std::atol(std::getenv("FAULT_DELAY_US") != nullptr ? std::getenv("FAULT_DELAY_US") : "0");
   const bool dies = rank == victim;
+  const int fdsBefore = countEntries("/proc/self/fd"), threadsBefore = countEntries("/proc/self/task");
 
   if (dies && phase == "init") armDeath(delayUs);
   loomUniqueId id;
@@ -87,8 +140,8 @@ int main(int argc, char** argv) {
     report("init", r, loomGetLastError(nullptr));
     return 0;
   }
-  if (dies && phase == "allreduce") armDeath(delayUs);
-  const int rounds = phase == "allreduce" || phase == "stream" ? 1000000 : 3;
+  if (dies && (phase == "allreduce" || phase == "shrink")) armDeath(delayUs);
+  const int rounds = phase == "allreduce" || phase == "stream" || phase == "shrink" ? 1000000 : 3;
   const double streamEnd =
       monotonicSeconds() + std::atof(std::getenv("FAULT_STREAM_S") != nullptr ? std::getenv("FAULT_STREAM_S") : "0");
   std::vector<float> buf(size_t{1} << 20);
@@ -111,8 +164,9 @@ int main(int argc, char** argv) {
     r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
     longestCall = std::max(longestCall, monotonicSeconds() - callStart);
     if (r != loomSuccess) {
-      report("allreduce", r, loomGetLastError(comm));
-      loomCommDestroy(comm);
+      report(phase == "shrink" ? "shrink" : "allreduce", r, loomGetLastError(comm));
+      if (phase == "shrink") shrinkAndGoOn(comm, n, victim, fdsBefore, threadsBefore);
+      else loomCommDestroy(comm);
       return 0;
     }
     if (buf[count - 1] != static_cast<float>(n)) {

@@ -3,19 +3,21 @@
 
 Each trial starts NRANKS processes of fault_rank (one host, or spread over network-namespace hosts), picks
 a victim rank and a random delay, and the victim SIGKILLs itself that long into the phase under test
-(init, allreduce or destroy).  A trial passes when every survivor
+(init, allreduce, destroy, or shrink: allreduce, after which the survivors shrink the communicator
+without the victim and check 20 allreduces on the new one).  A trial passes when every survivor
   - ends on its own (no survivor is still running LOOM_TIMEOUT + 2 s after the death: those are killed
     and counted as hangs),
   - returns an error within LOOM_TIMEOUT + 2 s of the death whose message names the dead rank, or (init
     and destroy only) finishes normally because it was done before the death mattered,
-and nothing is left behind: no /dev/shm segment of loom's, no rank process.
+and nothing is left behind: no /dev/shm segment of loom's, no rank process (and, for shrink, no
+descriptor or thread once the survivor freed both communicators).
 
 Network faults (--netfault, namespace hosts only): the ranks stream allreduces while the last host
   linkdown   has its link down for 2 s: with LOOM_TIMEOUT below 2 s every rank must fail within
              LOOM_TIMEOUT + 2 s of the cut; with a longer one every rank must finish with exact results
   blackhole  has all its traffic dropped (iptables): every rank must fail within LOOM_TIMEOUT + 2 s
 
-usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy] [--timeout 5]
+usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy,shrink] [--timeout 5]
                        [--hosts 0] [--net socket] [--netfault linkdown|blackhole] [--seed N] [--json FILE]
 Prints one line per trial and a summary per phase (trials, survivors checked, failures, time from the death
 to each survivor's error: median and max).  Exit status 0 when every trial passed.
@@ -37,7 +39,7 @@ NETNS_HOSTS_SH = os.path.join(HERE, "..", "net", "netns_hosts.sh")
 
 # How long into each phase the victim may die (seconds): init takes tens of ms here, the allreduce
 # stream runs until the death, destroy is a short meeting.
-DELAY_RANGE = {"init": (0.0, 0.06), "allreduce": (0.0, 0.5), "destroy": (0.0, 0.001)}
+DELAY_RANGE = {"init": (0.0, 0.06), "allreduce": (0.0, 0.5), "destroy": (0.0, 0.001), "shrink": (0.0, 0.5)}
 
 
 def loom_shm_entries():
@@ -114,7 +116,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     shm_before = loom_shm_entries()
     procs, reports = launch(args, phase, hosts, env, workdir)
     # Every survivor must be gone LOOM_TIMEOUT + 2 s after the death; init itself gets a few seconds more.
-    deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1
+    deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1 + (15 if phase == "shrink" else 0)
     codes = [None] * n
     while time.monotonic() < deadline and any(c is None for c in codes):
         for r, p in enumerate(procs):
@@ -131,7 +133,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     for p in procs:
         p.stderr.close()
 
-    problems, detect = [], []
+    problems, detect, shrink_s = [], [], []
     killed_at = read_report(reports[victim]).get("killed_at")
     if codes[victim] != -signal.SIGKILL:
         problems.append(f"the victim (rank {victim}) did not die by SIGKILL (status {codes[victim]})")
@@ -146,8 +148,12 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
             continue
         rep = read_report(reports[r])
         result = int(rep.get("result", "-1"))
+        if phase == "shrink":
+            problems += shrink_problems(r, rep)
+            if "shrink_seconds" in rep and rep.get("shrink_result") == "0":
+                shrink_s.append(float(rep["shrink_seconds"]))
         if result == 0:
-            if phase == "allreduce":
+            if phase in ("allreduce", "shrink"):
                 problems.append(f"rank {r} reported success although rank {victim} died mid-stream")
             continue
         if killed_at is None:
@@ -161,7 +167,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
             problems.append(f"rank {r}'s error does not name rank {victim}: {rep.get('message')}")
     # Only this job's segments count: tests running beside this one hold segments of their own while
     # their ranks connect.
-    keys = {read_report(reports[r]).get("comm_key") for r in range(n)} - {None}
+    keys = {read_report(reports[r]).get(k) for r in range(n) for k in ("comm_key", "comm_key_new")} - {None}
     left = {e for e in loom_shm_entries() - shm_before if any(e.startswith(f"loom-{k}-") for k in keys)}
     if left:
         problems.append(f"shared-memory segments left behind: {sorted(left)}")
@@ -182,7 +188,23 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
         if os.path.exists(f):
             os.unlink(f)
     return {"phase": phase, "victim": victim, "delay_ms": round(delay * 1000, 3), "problems": problems,
-            "detect_s": detect, "survivors": n - 1, "expect_error": True}
+            "detect_s": detect, "survivors": n - 1, "expect_error": True, "shrink_s": shrink_s}
+
+
+def shrink_problems(r, rep):
+    """What a survivor of a shrink trial did wrong: the shrink failed, a later allreduce was wrong, or a
+    descriptor or thread outlived both communicators."""
+    out = []
+    if rep.get("shrink_result") != "0":
+        out.append(f"rank {r}: shrink failed ({rep.get('shrink_result')}): {rep.get('shrink_message')}")
+        return out
+    if rep.get("after_wrong") != "0":
+        out.append(f"rank {r}: {rep.get('after_wrong')} wrong elements after the shrink {rep.get('after_message', '')}")
+    for what in ("fds", "threads"):
+        before, after = int(rep.get(f"{what}_before", -1)), int(rep.get(f"{what}_after", -1))
+        if before < 0 or after < 0 or after > before:
+            out.append(f"rank {r}: {what} {before} before init, {after} once both communicators were freed")
+    return out
 
 
 def launch(args, phase, hosts, env, workdir):
@@ -264,7 +286,7 @@ def main():
     ap.add_argument("rank_bin")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--trials", type=int, default=5, help="trials per phase")
-    ap.add_argument("--phases", default="init,allreduce,destroy")
+    ap.add_argument("--phases", default="init,allreduce,destroy,shrink")
     ap.add_argument("--timeout", type=int, default=5, help="LOOM_TIMEOUT for the ranks, seconds")
     ap.add_argument("--hosts", type=int, default=0, help="network-namespace hosts (0: all ranks on this host)")
     ap.add_argument("--net", default="socket")
@@ -309,6 +331,10 @@ def main():
         mx = f"{max(d):.2f} s" if d else "-"
         print(f"{phase:<10} {len(rs):>6}  {sum(r['survivors'] for r in rs):>9}  {bad:>13}  {len(d):>11}  "
               f"{med:>13}  {mx:>10}")
+        sh = [s for r in rs for s in r.get("shrink_s", [])]
+        if sh:
+            print(f"{'':<10} shrink to a working communicator (each survivor): median {statistics.median(sh):.3f} s, "
+                  f"max {max(sh):.3f} s over {len(sh)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "timeout": args.timeout,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full fault campaign (CI runs a few trials of each; this runs 50): peer death on one host (4 ranks)
-# and across 4 namespace hosts (8 ranks) at init, during allreduce and during destroy; then the network
+# and across 4 namespace hosts (8 ranks) at init, during allreduce, during destroy and during an allreduce
+# stream the survivors then shrink away from (loomCommShrink); then the network
 # breaking under a stream of allreduces (link cut longer and shorter than LOOM_TIMEOUT, a black-holed
 # host).  Needs root for the namespace cases.  Writes every trial's outcome as JSON into OUT_DIR.
 # usage: tests/fault/run_full.sh [BUILD_DIR=build] [TRIALS=50] [OUT_DIR=build/fault-full]

@@ -4,15 +4,41 @@
     dist.init_process_group("loom")           # env:// (torchrun), or init_method/store as usual
     dist.all_reduce(torch.ones(4))
 
-Importing this package registers the backend name "loom" for CPU tensors.
+Importing this package registers the backend name "loom" for CPU tensors.  loom_torch.shrink(ranks)
+makes a working group of the survivors after a rank died (see its help).
 """
+import torch as _torch
 import torch.distributed as _dist
 
 from . import _C
 
-__all__ = ["create_backend"]
+__all__ = ["create_backend", "shrink"]
 
 create_backend = _C.create_backend
+
+
+def shrink(ranks_to_exclude, group=None, abort=True):
+    """The ranks of `group` (default: the default group) not in `ranks_to_exclude` (ranks of that group,
+    typically those that died) make a new group among themselves, also after a failure: loomCommShrink
+    underneath, through the old group's connections, no new rendezvous.  abort=True first ends what is
+    still in flight on the old group (torch's SHRINK_ABORT).  Only the survivors call it, all with the
+    same list.  A shrunk default group becomes the new default group (torch destroys the other groups,
+    whose ranks no longer exist); rebuild what held the old one (DistributedDataParallel, optimizers that
+    keep a group).  Needs a torch with torch.distributed.shrink_group (2.10 and later).
+    """
+    if not hasattr(_dist, "shrink_group"):
+        raise RuntimeError(f"loom_torch.shrink needs torch.distributed.shrink_group (torch 2.10 or later); this is "
+                           f"torch {_torch.__version__}")
+    from torch.distributed.distributed_c10d import SHRINK_ABORT, SHRINK_DEFAULT
+
+    pg = _dist.shrink_group(list(ranks_to_exclude), group=group, shrink_flags=SHRINK_ABORT if abort else SHRINK_DEFAULT)
+    # torch registers a shrunk CPU group's backend as Gloo; DistributedDataParallel's logger then takes
+    # loom's backend for ProcessGroupGloo and crashes.  Register it as what it is: a custom backend.
+    cpu = _torch.device("cpu")
+    backend = pg._get_backend(cpu)
+    pg._register_backend(cpu, _dist.ProcessGroup.BackendType.CUSTOM, backend)
+    pg._set_default_backend(_dist.ProcessGroup.BackendType.CUSTOM)
+    return pg
 
 if "loom" not in _dist.Backend.backend_list:
     _dist.Backend.register_backend("loom", _C.create_backend, devices=["cpu"])

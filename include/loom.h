@@ -185,6 +185,9 @@ loomResult_t loomCommCount(const loomComm_t comm, int* count);
 loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
 /* loomSuccess, or the error that put the communicator in a failed state (every later call returns it). */
 loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
+/* The rank a failed communicator blames: the one that died or failed first, as the survivors announce it
+ * to each other (the rank loomCommShrink would leave out); -1 while it has not lost a rank. */
+loomResult_t loomCommGetFailedRank(loomComm_t comm, int* rank);
 
 /* ---- collectives (count is in elements of datatype) ---- */
 loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,

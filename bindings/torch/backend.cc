@@ -258,6 +258,12 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::split(const c10::intrusive_ptr<c1
 }
 #endif
 
+int LoomBackend::failedRank() const {
+  int rank = -1;
+  if (loomCommGetFailedRank(comm_, &rank) != loomSuccess) return -1;
+  return rank;
+}
+
 #ifdef LOOM_TORCH_HAS_SHRINK
 c10::intrusive_ptr<c10d::Backend> LoomBackend::shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
                                                       const c10::intrusive_ptr<Options>& opts) {

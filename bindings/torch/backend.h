@@ -88,6 +88,9 @@ class LoomBackend : public c10d::Backend {
                                            const c10::intrusive_ptr<Options>& opts) override;
 #endif
 
+  // The rank of this group that loom blames for its failure (loomCommGetFailedRank), -1 if none.
+  int failedRank() const;
+
   // The factory torch.distributed.Backend.register_backend calls (store, rank, size, timeout).
   static c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   const std::chrono::duration<float>& timeout);

@@ -31,4 +31,12 @@ PYBIND11_MODULE(_C, m) {
         pybind11::arg("size"), pybind11::arg("timeout"),
         "Makes the loom backend of one process group (called by torch.distributed, not by users).");
   m.def("build_info", &buildInfo, "What this build of loom_torch has: versions and optional parts.");
+  m.def(
+      "failed_rank",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        const auto* loom = dynamic_cast<const loom_torch::LoomBackend*>(backend.get());
+        TORCH_CHECK(loom != nullptr, "loom_torch.failed_rank: the group's CPU backend is not loom's");
+        return loom->failedRank();
+      },
+      pybind11::arg("backend"), "The rank a loom group blames for its failure, -1 if none (loom_torch.failed_rank).");
 }

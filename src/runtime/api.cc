@@ -282,6 +282,14 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int* rank) {
   return loomSuccess;
 }
 
+loomResult_t loomCommGetFailedRank(loomComm_t comm, int* rank) {
+  if (rank == nullptr) return setError(loomInvalidArgument, "loomCommGetFailedRank: rank is NULL");
+  CommCall call(comm);
+  if (!call.ok()) return setError(loomInvalidArgument, "loomCommGetFailedRank: comm is not a live communicator");
+  *rank = comm->failedRank.load();
+  return loomSuccess;
+}
+
 loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   if (asyncError == nullptr) return setError(loomInvalidArgument, "loomCommGetAsyncError: asyncError is NULL");
   CommCall call(comm);

@@ -288,6 +288,8 @@ void loomComm::explainLostPeer(loomResult_t code, int lost) {
   // Peers announce whom they blame before they let go of their connections, so a failure that spreads
   // from rank to rank (each stopping because its neighbour stopped) is reported everywhere as the first.
   const int culprit = bootstrap->blame(lost);
+  int none = -1;
+  failedRank.compare_exchange_strong(none, culprit);
   bootstrap->announceFailure(culprit, /*everyone=*/true);
   if (culprit != lost) setError(code, "%s failed or died first; then: %s", describe(culprit).c_str(), detail.c_str());
 }

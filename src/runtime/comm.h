@@ -82,6 +82,7 @@ struct loomComm {
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
   int shrinks = 0;  // loomCommShrink calls made on this communicator (every survivor makes the same)
+  std::atomic<int> failedRank{-1};  // the rank blamed for the first lost peer (loomCommGetFailedRank)
 
   // [channel][peer]
   std::vector<std::vector<loom::Connection>> connections;

@@ -12,8 +12,10 @@
 //              abort the old one and destroy the new one
 // Report lines ("key value"): comm_key (the communicator's key, which names its shared-memory segments),
 // result, seconds (monotonic time the failing or last call returned), killed_at, message, longest_call
-// (stream: the longest allreduce, i.e. how long the network stalled it); shrink adds shrink_result,
-// shrink_seconds (from the failed call's return to a working new communicator), after_wrong (wrong
+// (stream: the longest allreduce, i.e. how long the network stalled it); shrink adds blamed (the rank
+// loomCommGetFailedRank names, which it leaves out), shrink_result,
+// shrink_seconds (from the failed call's return to a working new communicator; init_seconds is the
+// first communicator's init, for comparison), after_wrong (wrong
 // elements in the 20 allreduces), comm_key_new, and fds_before/fds_after, threads_before/threads_after
 // (open descriptors and threads before init and once both communicators are gone).  Exit code 0 when the rank
 // ended on its own (whatever the library said); the driver judges the reports.
@@ -60,8 +62,13 @@ int countEntries(const char* dir) {
 // survivors' communicator, free both.  Writes what happened to the report.
 void shrinkAndGoOn(loomComm_t comm, int n, int victim, int fdsBefore, int threadsBefore) {
   const double t0 = monotonicSeconds();
+  // The rank to leave out, as loom names it (the driver checks it is the victim).
+  int blamed = -1;
+  loomCommGetFailedRank(comm, &blamed);
+  std::fprintf(gReport, "blamed %d\n", blamed);
+  const int dead = blamed >= 0 ? blamed : victim;
   loomComm_t small = nullptr;
-  const loomResult_t r = loomCommShrink(comm, &victim, 1, &small, nullptr, LOOM_SHRINK_ABORT);
+  const loomResult_t r = loomCommShrink(comm, &dead, 1, &small, nullptr, LOOM_SHRINK_ABORT);
   std::fprintf(gReport, "shrink_result %d\nshrink_seconds %.6f\n", static_cast<int>(r), monotonicSeconds() - t0);
   if (r != loomSuccess) std::fprintf(gReport, "shrink_message %s\n", loomGetLastError(comm));
   long wrong = 0;
@@ -134,7 +141,9 @@ int main(int argc, char** argv) {
       std::fprintf(gReport, "comm_key %016" PRIx64 "\n", loom::hashBytes(d.secret, sizeof d.secret));
       std::fflush(gReport);
     }
+    const double initStart = monotonicSeconds();
     r = loomCommInitRank(&comm, n, id, rank);
+    std::fprintf(gReport, "init_seconds %.6f\n", monotonicSeconds() - initStart);
   }
   if (r != loomSuccess) {
     report("init", r, loomGetLastError(nullptr));

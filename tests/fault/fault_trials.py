@@ -133,7 +133,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     for p in procs:
         p.stderr.close()
 
-    problems, detect, shrink_s = [], [], []
+    problems, detect, shrink_s, init_s = [], [], [], []
     killed_at = read_report(reports[victim]).get("killed_at")
     if codes[victim] != -signal.SIGKILL:
         problems.append(f"the victim (rank {victim}) did not die by SIGKILL (status {codes[victim]})")
@@ -150,8 +150,13 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
         result = int(rep.get("result", "-1"))
         if phase == "shrink":
             problems += shrink_problems(r, rep)
-            if "shrink_seconds" in rep and rep.get("shrink_result") == "0":
-                shrink_s.append(float(rep["shrink_seconds"]))
+            if rep.get("blamed") != str(victim):
+                problems.append(f"rank {r}: loomCommGetFailedRank names rank {rep.get('blamed')}, not the victim {victim}")
+            if "shrink_seconds" in rep and rep.get("shrink_result") == "0" and killed_at is not None:
+                # From the death to a working communicator: the survivor's error, then its shrink (which
+                # also waits for the survivors that learnt of the death last).
+                shrink_s.append(float(rep["seconds"]) - float(killed_at) + float(rep["shrink_seconds"]))
+                init_s.append(float(rep.get("init_seconds", "nan")))
         if result == 0:
             if phase in ("allreduce", "shrink"):
                 problems.append(f"rank {r} reported success although rank {victim} died mid-stream")
@@ -188,7 +193,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
         if os.path.exists(f):
             os.unlink(f)
     return {"phase": phase, "victim": victim, "delay_ms": round(delay * 1000, 3), "problems": problems,
-            "detect_s": detect, "survivors": n - 1, "expect_error": True, "shrink_s": shrink_s}
+            "detect_s": detect, "survivors": n - 1, "expect_error": True, "shrink_s": shrink_s, "init_s": init_s}
 
 
 def shrink_problems(r, rep):
@@ -332,9 +337,11 @@ def main():
         print(f"{phase:<10} {len(rs):>6}  {sum(r['survivors'] for r in rs):>9}  {bad:>13}  {len(d):>11}  "
               f"{med:>13}  {mx:>10}")
         sh = [s for r in rs for s in r.get("shrink_s", [])]
+        ini = [s for r in rs for s in r.get("init_s", [])]
         if sh:
-            print(f"{'':<10} shrink to a working communicator (each survivor): median {statistics.median(sh):.3f} s, "
-                  f"max {max(sh):.3f} s over {len(sh)}")
+            print(f"{'':<10} SIGKILL to a working shrunk communicator (each survivor): median {statistics.median(sh):.3f} s, "
+                  f"max {max(sh):.3f} s over {len(sh)}; the job's init at {args.ranks} ranks: median "
+                  f"{statistics.median(ini):.3f} s, max {max(ini):.3f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "timeout": args.timeout,

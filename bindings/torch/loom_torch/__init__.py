@@ -4,17 +4,26 @@
     dist.init_process_group("loom")           # env:// (torchrun), or init_method/store as usual
     dist.all_reduce(torch.ones(4))
 
-Importing this package registers the backend name "loom" for CPU tensors.  loom_torch.shrink(ranks)
-makes a working group of the survivors after a rank died (see its help).
+Importing this package registers the backend name "loom" for CPU tensors.  After a rank died,
+loom_torch.shrink([loom_torch.failed_rank()]) makes a working group of the survivors (see their help).
 """
 import torch as _torch
 import torch.distributed as _dist
 
 from . import _C
 
-__all__ = ["create_backend", "shrink"]
+__all__ = ["create_backend", "failed_rank", "shrink"]
 
 create_backend = _C.create_backend
+
+
+def failed_rank(group=None):
+    """The rank of `group` (default: the default group) that loom blames for the failure the group met:
+    the one that died or failed first, as the survivors announce it to each other.  None while the group
+    has lost no rank.  What to pass to shrink() after a DistBackendError."""
+    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
+    rank = _C.failed_rank(pg._get_backend(_torch.device("cpu")))
+    return None if rank < 0 else rank
 
 
 def shrink(ranks_to_exclude, group=None, abort=True):

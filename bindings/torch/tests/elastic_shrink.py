@@ -63,7 +63,9 @@ def elastic_rank(rank, out):
             step += 1
         except dist.DistBackendError as e:
             t0 = time.monotonic()
-            loom_torch.shrink([VICTIM])  # the survivors' group, the new default group
+            dead = loom_torch.failed_rank()
+            assert dead == VICTIM, f"loom blames rank {dead}, not rank {VICTIM}"
+            loom_torch.shrink([dead])  # the survivors' group, the new default group
             model.load_state_dict(saved[0])
             opt.load_state_dict(saved[1])
             step = saved[2]

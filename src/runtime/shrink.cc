@@ -79,6 +79,14 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
     comm->engine->drain();
   }
   comm->bootstrap->watchAbort(nullptr);  // bounded by the timeout instead
+  // A communicator shrunk without an abort goes on beside the new one: its bootstrap watches its flag again.
+  struct RewatchAbort {
+    loomComm* c;
+    bool on;
+    ~RewatchAbort() {
+      if (on) c->bootstrap->watchAbort(&c->abortFlag);
+    }
+  } rewatch{comm, flags == LOOM_SHRINK_DEFAULT};
 
   std::vector<int> survivors;
   for (int r = 0; r < comm->nranks; ++r)

@@ -16,10 +16,11 @@ namespace {
 constexpr uint32_t kNeededRc = IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
 constexpr uint64_t kNeededGeneral = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
 
-std::mutex gMutex;
+std::mutex gHostRegionsMutex;
 // Per (table, protection domain): the implicit region; never deregistered (in use until exit, like the
 // protection domains of transport/ib/ib_device.h).
-std::map<std::pair<const VerbsApi*, ibv_pd*>, ibv_mr*>* gRegions = new std::map<std::pair<const VerbsApi*, ibv_pd*>, ibv_mr*>();
+using RegionMap = std::map<std::pair<const VerbsApi*, ibv_pd*>, ibv_mr*>;
+RegionMap* gHostRegions = new RegionMap();
 
 }  // namespace
 
@@ -36,9 +37,9 @@ bool hostZeroCopy(const VerbsApi& api, ibv_context* context) {
 
 const ibv_mr* hostRegion(const VerbsApi& api, ibv_context* context, ibv_pd* pd) {
   if (!hostZeroCopy(api, context)) return nullptr;
-  std::lock_guard<std::mutex> lock(gMutex);
-  auto it = gRegions->find({&api, pd});
-  if (it != gRegions->end()) return it->second;
+  std::lock_guard<std::mutex> lock(gHostRegionsMutex);
+  auto it = gHostRegions->find({&api, pd});
+  if (it != gHostRegions->end()) return it->second;
   // Remote read, never remote write: the key travels to peers in direct frames, so an authenticated peer
   // of this job could read any of this process's memory with it (LOOM_IB_ODP=0 where that matters), but
   // never change it.
@@ -49,7 +50,7 @@ const ibv_mr* hostRegion(const VerbsApi& api, ibv_context* context, ibv_pd* pd) 
               strerror(errno));
     return nullptr;
   }
-  (*gRegions)[{&api, pd}] = mr;
+  (*gHostRegions)[{&api, pd}] = mr;
   return mr;
 }
 

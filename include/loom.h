@@ -175,9 +175,14 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
  * loomRemoteError naming that rank.  config as for loomCommInitRankConfig (NULL: comm's timeout). */
 loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclude, loomComm_t* newcomm,
                             loomConfig_t* config, int flags);
-/* Frees the communicator.  Where it uses a network transport and its ranks live in different processes,
- * it first meets the other ranks (bounded by the timeout) so that no rank closes a connection while a
- * peer's last data is still on its way: call it on every rank, in the same order for several comms. */
+/* Completes every operation issued on comm (streams included) and, where it uses a network transport
+ * and its ranks live in different processes, meets the other ranks, so that a loomCommDestroy after it
+ * only frees.  Call it on every rank.  Returns the error of an operation that failed, or of a rank that
+ * did not come within the timeout; loomCommAbort from another thread ends it.  Afterwards only
+ * loomCommDestroy (or loomCommAbort) may be called on comm. */
+loomResult_t loomCommFinalize(loomComm_t comm);
+/* Frees the communicator.  Unless loomCommFinalize was called, it first does what that does (a rank that
+ * does not come is logged, not returned): call it on every rank, in the same order for several comms. */
 loomResult_t loomCommDestroy(loomComm_t comm);
 /* Stops every operation on comm (from any thread), releases its resources; peers see loomRemoteError. */
 loomResult_t loomCommAbort(loomComm_t comm);

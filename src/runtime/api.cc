@@ -26,7 +26,9 @@ namespace {
     return setError(loomInvalidArgument, "%s: comm %p is not a live communicator (NULL, destroyed or not " \
                     "from loomCommInitRank)", fn, static_cast<const void*>(comm));                         \
   if (comm->error != loomSuccess) return setError(comm->error, "%s: the communicator failed earlier: %s", fn, \
-                                                  comm->errorMessage.c_str())
+                                                  comm->errorMessage.c_str());                            \
+  if (comm->finalized) return setError(loomInvalidUsage, "%s: the communicator was finalized (loomCommFinalize): " \
+                                       "only loomCommDestroy may follow", fn)
 
 loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn) {
   LOOM_CHECK(paramsCheck());
@@ -234,21 +236,43 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
                     config != nullptr ? config : &cfg);
 }
 
+namespace {
+
+// What loomCommFinalize does and loomCommDestroy does first where it was not called: operations issued on
+// streams finish (or fail, bounded by the timeout), then, over a network transport, every rank is met
+// before the receiving ends close (the last data a peer sent may still be on its way, or its transport may
+// still wait for our acknowledgement).  Only while healthy, since a failed peer would not come, and not
+// when ranks share this process (loomCommInitAll: one thread may end them one after another); bounded by
+// the timeout, and by loomCommAbort from another thread.
+loomResult_t finalizeComm(loomComm* comm) {
+  comm->engine->drain();
+  if (comm->error != loomSuccess) return comm->error;
+  const bool ranksShareProcess = std::any_of(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.rank != comm->rank && p.pid == comm->peers[comm->rank].pid &&
+           p.hostHash == comm->peers[comm->rank].hostHash && p.pidNamespace == comm->peers[comm->rank].pidNamespace;
+  });
+  if (!comm->threadedSends || ranksShareProcess) return loomSuccess;
+  return comm->bootstrap->barrier();
+}
+
+}  // namespace
+
+loomResult_t loomCommFinalize(loomComm_t comm) {
+  LOOM_API_CHECK_COMM(comm, "loomCommFinalize");
+  const loomResult_t r = finalizeComm(comm);
+  comm->finalized = true;
+  if (r == loomSuccess) return loomSuccess;
+  if (comm->error != loomSuccess)
+    return setError(comm->error, "loomCommFinalize: an operation failed: %s", comm->errorMessage.c_str());
+  return comm->fail(r);  // not every rank came (the barrier's message)
+}
+
 loomResult_t loomCommDestroy(loomComm_t comm) {
   {
     CommCall call(comm);
     if (!call.ok()) return setError(loomInvalidArgument, "loomCommDestroy: comm %p is not a live communicator",
                                     static_cast<void*>(comm));
-    comm->engine->drain();  // operations issued on streams finish (or fail, bounded by the timeout) first
-    // Over a network transport the last data a peer sent us may still be on its way (or its transport
-    // may still wait for our acknowledgement): meet every rank before closing the receiving ends.  Only
-    // while healthy, since a failed peer would not come, and not when ranks share this process
-    // (loomCommInitAll: one thread may destroy them one after another); bounded by the timeout.
-    const bool ranksShareProcess = std::any_of(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
-      return p.rank != comm->rank && p.pid == comm->peers[comm->rank].pid &&
-             p.hostHash == comm->peers[comm->rank].hostHash && p.pidNamespace == comm->peers[comm->rank].pidNamespace;
-    });
-    if (comm->threadedSends && comm->error == loomSuccess && !ranksShareProcess && comm->bootstrap->barrier() != loomSuccess)
+    if (!comm->finalized && finalizeComm(comm) != loomSuccess && comm->error == loomSuccess)
       LOOM_WARN(kInit, "loomCommDestroy: not every rank reached destroy (%s); closing anyway", loomGetLastError(nullptr));
   }
   commFree(comm, comm->error != loomSuccess);

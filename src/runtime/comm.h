@@ -81,6 +81,7 @@ struct loomComm {
   loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
+  bool finalized = false;  // loomCommFinalize ran: only loomCommDestroy may follow
   int shrinks = 0;  // loomCommShrink calls made on this communicator (every survivor makes the same)
   std::atomic<int> failedRank{-1};  // the rank blamed for the first lost peer (loomCommGetFailedRank)
 

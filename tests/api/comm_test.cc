@@ -135,6 +135,25 @@ TEST(Comm, ShrinkLeavesTheExcludedRanksOut) {
   });
 }
 
+// loomCommFinalize completes what was issued on a stream (no synchronize needed), meets the other ranks
+// over sockets, and leaves only destroy: a later call is refused with a message.
+TEST(Comm, FinalizeCompletesTheStreamsAndLeavesOnlyDestroy) {
+  ScopedEnv env{{"LOOM_SHM_DISABLE", "1"}, {"LOOM_NET", "socket"}};
+  runRanks(3, [](int rank, loomComm_t comm) {
+    loomStream_t stream = nullptr;
+    ASSERT_EQ(loomStreamCreate(&stream), loomSuccess);
+    std::vector<float> v(1 << 18, static_cast<float>(rank + 1));
+    ASSERT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomFloat32, loomSum, comm, stream), loomSuccess);
+    ASSERT_EQ(loomCommFinalize(comm), loomSuccess) << loomGetLastError(comm);
+    for (float x : v) ASSERT_EQ(x, 6.0f);  // complete once finalize returned
+    float w = 1;
+    EXPECT_EQ(loomAllReduce(&w, &w, 1, loomFloat32, loomSum, comm, nullptr), loomInvalidUsage);
+    EXPECT_NE(std::string(loomGetLastError(comm)).find("finalized"), std::string::npos) << loomGetLastError(comm);
+    EXPECT_EQ(loomCommFinalize(comm), loomInvalidUsage);  // once
+    EXPECT_EQ(loomStreamDestroy(stream), loomSuccess);
+  });  // runRanks destroys the communicator: it only frees now
+}
+
 TEST(Comm, LaunchersCanUseCommId) {
   // LOOM_COMM_ID: every rank computes the same id itself; rank 0 runs the root at that address.
   int port = 20000 + getpid() % 20000;

@@ -42,7 +42,8 @@ const Entry kTable[] = {
     {CollType::AllReduce, Algo::Rhd, rhdAllReduce},         {CollType::AllReduce, Algo::OneShot, oneShotAllReduce},
     {CollType::AllReduce, Algo::Hier, hierAllReduce},       {CollType::AllGather, Algo::Ring, ringAllGather},
     {CollType::AllGather, Algo::Flat, flatAllGather},       {CollType::Broadcast, Algo::Ring, chainBroadcast},
-    {CollType::Broadcast, Algo::Tree, treeBroadcast},       {CollType::Reduce, Algo::Ring, chainReduce},            {CollType::ReduceScatter, Algo::Ring, ringReduceScatter},
+    {CollType::Broadcast, Algo::Tree, treeBroadcast},       {CollType::Reduce, Algo::Ring, chainReduce},
+    {CollType::ReduceScatter, Algo::Ring, ringReduceScatter},
     {CollType::AllToAll, Algo::Flat, allToAll},
 };
 

@@ -12,13 +12,13 @@
 //              abort the old one and destroy the new one
 // Report lines ("key value"): comm_key (the communicator's key, which names its shared-memory segments),
 // result, seconds (monotonic time the failing or last call returned), killed_at, message, longest_call
-// (stream: the longest allreduce, i.e. how long the network stalled it); shrink adds blamed (the rank
-// loomCommGetFailedRank names, which it leaves out), shrink_result,
-// shrink_seconds (from the failed call's return to a working new communicator; init_seconds is the
-// first communicator's init, for comparison), after_wrong (wrong
-// elements in the 20 allreduces), comm_key_new, and fds_before/fds_after, threads_before/threads_after
-// (open descriptors and threads before init and once both communicators are gone).  Exit code 0 when the rank
-// ended on its own (whatever the library said); the driver judges the reports.
+// (stream: the longest allreduce, i.e. how long the network stalled it), init_seconds (the first
+// communicator's init); shrink adds blamed (the rank loomCommGetFailedRank names, which it leaves out),
+// shrink_result, shrink_seconds (from the failed call's return to a working new communicator),
+// after_wrong (wrong elements in the 20 allreduces), comm_key_new, and fds_before/fds_after,
+// threads_before/threads_after (open descriptors and threads before init and once both communicators
+// are gone).  Exit code 0 when the rank ended on its own (whatever the library said); the driver judges
+// the reports.
 #include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>

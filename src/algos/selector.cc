@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -252,12 +253,11 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
 // it share its cores, and so do their socket copies), at least 1.  From every rank's description, so
 // that every rank's model, and so its choice, is the same.
 static double busiestMachine(const loomComm* comm) {
+  std::map<uint64_t, int> ranks;  // per machine; one pass, so a large job's init stays linear
+  for (const PeerInfo& p : comm->peers) ++ranks[p.machineHash];
   double most = 1;
-  for (const PeerInfo& p : comm->peers) {
-    const auto sameMachine = [&](const PeerInfo& q) { return q.machineHash == p.machineHash; };
-    const double ranks = static_cast<double>(std::count_if(comm->peers.begin(), comm->peers.end(), sameMachine));
-    most = std::max(most, ranks / std::max(1, p.cpuCount));
-  }
+  for (const PeerInfo& p : comm->peers)
+    most = std::max(most, static_cast<double>(ranks[p.machineHash]) / std::max(1, p.cpuCount));
   return most;
 }
 

@@ -24,19 +24,16 @@ struct TreePlace {
 
 TreePlace placeInHostTree(const loomComm* comm, int root) {
   const int n = comm->nranks;
-  // Hosts in the order they first appear from the root on; each host's ranks in that order.
+  // Hosts (as the topology view has them, like hier and the selector) in the order they first appear
+  // from the root on; each host's ranks in that order.
+  const Cluster& c = *comm->cluster;
   std::vector<std::vector<int>> hosts;
-  std::vector<uint64_t> hashes;
+  std::vector<int> slotOfHost(c.hosts.size(), -1);
   for (int i = 0; i < n; ++i) {
     const int r = (root + i) % n;
-    const uint64_t h = comm->peers[r].hostHash;
-    const auto at = std::find(hashes.begin(), hashes.end(), h);
-    if (at == hashes.end()) {
-      hashes.push_back(h);
-      hosts.push_back({r});
-    } else {
-      hosts[static_cast<size_t>(at - hashes.begin())].push_back(r);
-    }
+    int& slot = slotOfHost[static_cast<size_t>(c.ranks[r].host)];
+    if (slot < 0) slot = static_cast<int>(hosts.size()), hosts.emplace_back();
+    hosts[static_cast<size_t>(slot)].push_back(r);
   }
   TreePlace place;
   for (size_t h = 0; h < hosts.size(); ++h) {
@@ -48,8 +45,8 @@ TreePlace placeInHostTree(const loomComm* comm, int root) {
     else if (h > 0) place.parent = hosts[(h - 1) / 2].front();          // a host's first: the host tree
     if (pos + 1 < ranks.size()) place.children.push_back(ranks[pos + 1]);
     if (pos == 0) {
-      for (size_t c : {2 * h + 1, 2 * h + 2})
-        if (c < hosts.size()) place.children.push_back(hosts[c].front());
+      for (size_t child : {2 * h + 1, 2 * h + 2})
+        if (child < hosts.size()) place.children.push_back(hosts[child].front());
     }
   }
   return place;

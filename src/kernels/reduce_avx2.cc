@@ -2,10 +2,3 @@
 // after the CPU was checked for those features).
 #define LOOM_KERNEL_NS avx2
 #include "kernels/reduce_kernels.inc"
-
-namespace loom::avx2 {
-const ReduceKernels& table() {
-  static const ReduceKernels k = makeTable("avx2");
-  return k;
-}
-}  // namespace loom::avx2

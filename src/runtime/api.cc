@@ -30,7 +30,9 @@ namespace {
   if (comm->finalized) return setError(loomInvalidUsage, "%s: the communicator was finalized (loomCommFinalize): " \
                                        "only loomCommDestroy may follow", fn)
 
-loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn) {
+}  // namespace
+
+loomResult_t loom::checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn) {
   LOOM_CHECK(paramsCheck());
   if (comm == nullptr) return setError(loomInvalidArgument, "%s: comm (the output pointer) is NULL", fn);
   *comm = nullptr;
@@ -47,6 +49,8 @@ loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomCon
   }
   return loomSuccess;
 }
+
+namespace {
 
 loomResult_t checkTypeOp(loomDataType_t type, loomRedOp_t op, bool needsOp, const char* fn) {
   if (static_cast<int>(type) < 0 || type >= loomNumTypes)

@@ -32,6 +32,9 @@ struct Connection {
 
 // Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config);
+// The checks every way to a new communicator makes of its arguments (init, split, shrink): the output
+// pointer (set to NULL), the rank range, the config's header and what it asks for, the environment.
+loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn);
 // Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.  `drop`
 // (abort, or a failed communicator): what the send queues still hold is dropped instead of sent.
 void commFree(loomComm* comm, bool drop);

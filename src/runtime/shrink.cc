@@ -64,11 +64,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
                     static_cast<const void*>(comm));
   std::vector<char> excluded;
   LOOM_CHECK(checkShrinkArgs(comm, excludeRanks, nExclude, flags, &excluded));
-  if (config != nullptr && (config->magic != LOOM_CONFIG_MAGIC || config->size > 4096))
-    return setError(loomInvalidArgument, "loomCommShrink: config was not initialised with LOOM_CONFIG_INITIALIZER");
-  if (config != nullptr && config->blocking != LOOM_CONFIG_UNDEF_INT && config->blocking != 1)
-    return setError(loomInvalidUsage, "loomCommShrink: config.blocking = %d: non-blocking communicators are not "
-                    "implemented yet", config->blocking);
+  if (config != nullptr) LOOM_CHECK(checkInitArgs(newcomm, 1, 0, config, "loomCommShrink"));
   if (flags == LOOM_SHRINK_ABORT) {
     // What is still queued or running on comm's streams waits for ranks that may be dead: end it now
     // (it fails with loomRemoteError), then stop watching the flag so that the survivors can talk.

@@ -341,4 +341,17 @@ loomResult_t tuneCostModel(loomComm* comm) {
   return loomSuccess;
 }
 
+loomResult_t inheritCostModel(loomComm* comm, const CostModel& parent) {
+  if (!parent.probed) return tuneCostModel(comm);
+  CostModel m = parent;
+  m.hostDirectPostMin = comm->costModel.hostDirectPostMin;
+  // The copy and network speeds are the machines'; a hand-over's latency grows with the ranks that take
+  // turns on a core (the constant model's assumption too), so it scales with the new crowding.
+  m.oversubscription = busiestMachine(comm);
+  m.stepUs = parent.stepUs * std::max(1.0, m.oversubscription) / std::max(1.0, parent.oversubscription);
+  comm->costModel = m;
+  LOOM_INFO(kAlgo, "cost model (from the parent communicator): %s", m.describe().c_str());
+  return loomSuccess;
+}
+
 }  // namespace loom

@@ -29,6 +29,9 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
 // Fills comm->costModel: constants, then (LOOM_TUNE_PROBE=1) a probe between ring neighbours and, when
 // the job spans hosts, between two hosts, whose results every rank shares through the bootstrap.
 loomResult_t tuneCostModel(loomComm* comm);
+// The same for a communicator made from another (split, shrink): the parent's probed speeds, nothing
+// measured again, with the step latency scaled to the new number of ranks per core.
+loomResult_t inheritCostModel(loomComm* comm, const CostModel& parent);
 
 // Checks LOOM_ALGO: a name it does not know is loomInvalidArgument.
 loomResult_t checkAlgoFilter();

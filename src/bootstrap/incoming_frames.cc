@@ -70,6 +70,7 @@ loomResult_t IncomingFrames::next(int listenFd, const Deadline& until, const std
     for (const Pending& c : pending_) p.push_back({c.fd, POLLIN, 0});
     if (::poll(p.data(), p.size(), waitMs) < 0 && errno != EINTR)
       return setError(loomSystemError, "bootstrap: poll: %s", strerror(errno));
+    bool accepted = false;
     // Newest last: walk backwards so that dropping one leaves the indices of the rest valid.
     for (size_t i = pending_.size(); i-- > 0;) {
       Pending& c = pending_[i];
@@ -101,9 +102,12 @@ loomResult_t IncomingFrames::next(int listenFd, const Deadline& until, const std
         c.fd = fd;
         c.dropAt = Deadline::afterSeconds(kFrameSeconds);
         pending_.push_back(std::move(c));
+        accepted = true;
       }
     }
-    if (until.expired()) return loomTimeout;
+    // A frame usually arrives with its connection: read it now, not a poll later (a caller that only
+    // looks, with an expired deadline, would otherwise see a failure announcement one slice late).
+    if (until.expired() && !accepted) return loomTimeout;
   }
 }
 

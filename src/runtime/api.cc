@@ -236,8 +236,9 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
   cfg.timeoutSec = static_cast<int>(comm->timeoutSec);
+  const CommParent parent{comm, members};
   return commCreate(newcomm, static_cast<int>(members.size()), all[members[0]].id, newRank,
-                    config != nullptr ? config : &cfg);
+                    config != nullptr ? config : &cfg, &parent);
 }
 
 namespace {

@@ -108,7 +108,8 @@ void planSteps(loomComm* comm) {
 
 }  // namespace
 
-loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config) {
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
+                        const CommParent* parent) {
   auto comm = std::make_unique<loomComm>();
   comm->rank = rank;
   comm->nranks = nranks;
@@ -129,6 +130,11 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
       return setError(r, "rank 0 cannot listen on LOOM_COMM_ID=%s: %s", params().COMM_ID.c_str(), lastError());
     LOOM_CHECK(startRoot(id, fd, comm->timeoutSec));
   }
+  // Where init's time goes, for the log (issue 23 measures init at scale; shrink reuses what it can).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto msSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   LOOM_CHECK(Bootstrap::create(id, rank, nranks, comm->timeoutSec, &comm->abortFlag, &comm->bootstrap));
 
   comm->peers.resize(nranks);
@@ -149,13 +155,22 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   })));
   LOOM_CHECK(checkAlgoFilter());
   LOOM_CHECK(checkNetChoice());
-  LOOM_CHECK(commBuildTopology(comm.get()));
+  const double bootstrapMs = msSince(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  LOOM_CHECK(parent != nullptr ? commInheritTopology(comm.get(), *parent->comm, parent->ranks)
+                                : commBuildTopology(comm.get()));
+  const double topologyMs = msSince(t1);
+  const auto t2 = std::chrono::steady_clock::now();
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
   planSteps(comm.get());  // before the probe, whose collectives plan their steps
-  LOOM_CHECK(comm->fail(tuneCostModel(comm.get())));  // its collectives can lose peers like any other
-  LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs", static_cast<void*>(comm.get()),
-            comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec);
+  // The probe's collectives can lose peers like any other.
+  LOOM_CHECK(comm->fail(parent != nullptr ? inheritCostModel(comm.get(), parent->comm->costModel)
+                                          : tuneCostModel(comm.get())));
+  LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs; init took %.1f ms "
+            "(bootstrap %.1f, topology %.1f, probe %.1f)", static_cast<void*>(comm.get()),
+            comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec,
+            msSince(t0), bootstrapMs, topologyMs, msSince(t2));
   comm->engine = std::make_unique<ProgressEngine>(rank);  // its thread starts at the first stream call
   *out = comm.release();
   registerComm(*out);
@@ -167,7 +182,7 @@ void commFree(loomComm* comm, bool drop) {
   comm->abortFlag.store(true);
   if (comm->engine != nullptr)
     comm->engine->shutdown(loomInvalidUsage, "the communicator was aborted or destroyed before this operation ran");
-  // Calls still running on other threads see the abort flag within one wait slice (100 ms).
+  // Calls still running on other threads see the abort flag within one wait slice (kWaitSliceMs).
   for (int i = 0; comm->activeCalls.load() > 0 && i < 5000; ++i) usleep(1000);
   if (drop)
     for (auto& row : comm->connections)

@@ -47,6 +47,22 @@ void currentGpu(TopoHeader* h) {
 
 constexpr uint64_t kMaxHostXml = 4u << 20;
 
+// What every way to a communicator's topology ends with: the NIC of each rank and the routes.
+loomResult_t placeCluster(loomComm* comm, std::shared_ptr<Cluster> cluster) {
+  const int me = comm->rank;
+  assignNics(cluster.get(), comm->topoPolicy);
+  comm->cluster = cluster;
+  comm->gdrEverywhere = gdrOnEveryRank(*cluster, comm->topoPolicy);
+  if (comm->gdrEverywhere && me == 0)
+    LOOM_INFO(kTopo, "every rank's GPU and NIC allow GPUDirect RDMA: allgather, allreduce and reduce-scatter run "
+              "point to point, so GPU buffers cross hosts by RDMA where the transport offers it");
+  LOOM_CHECK(planRoutes(*cluster, &comm->routes));
+  LOOM_INFO(kTopo, "rank %d: %s; NIC: %s", me, cluster->describe(me).c_str(), cluster->ranks[me].nicReason.c_str());
+  LOOM_INFO(kTopo, "ring 0 (%s): %zu ranks; trees: %s", comm->routes.rings[0].reason.c_str(),
+            comm->routes.rings[0].ranks.size(), comm->routes.treeReason.c_str());
+  return loomSuccess;
+}
+
 }  // namespace
 
 loomResult_t commBuildTopology(loomComm* comm) {
@@ -109,17 +125,28 @@ loomResult_t commBuildTopology(loomComm* comm) {
     const int host = hostIndex[comm->peers[r].hostHash];
     cluster->ranks.push_back(placeRank(*hosts[host], host, h.numa, h.gpuBus, h.gpuUuid));
   }
-  assignNics(cluster.get(), comm->topoPolicy);
-  comm->cluster = cluster;
-  comm->gdrEverywhere = gdrOnEveryRank(*cluster, comm->topoPolicy);
-  if (comm->gdrEverywhere && me == 0)
-    LOOM_INFO(kTopo, "every rank's GPU and NIC allow GPUDirect RDMA: allgather, allreduce and reduce-scatter run "
-              "point to point, so GPU buffers cross hosts by RDMA where the transport offers it");
-  LOOM_CHECK(planRoutes(*cluster, &comm->routes));
-  LOOM_INFO(kTopo, "rank %d: %s; NIC: %s", me, cluster->describe(me).c_str(), cluster->ranks[me].nicReason.c_str());
-  LOOM_INFO(kTopo, "ring 0 (%s): %zu ranks; trees: %s", comm->routes.rings[0].reason.c_str(),
-            comm->routes.rings[0].ranks.size(), comm->routes.treeReason.c_str());
-  return loomSuccess;
+  return placeCluster(comm, std::move(cluster));
+}
+
+loomResult_t commInheritTopology(loomComm* comm, const loomComm& parent, const std::vector<int>& parentRanks) {
+  const Cluster& from = *parent.cluster;
+  comm->topoPolicy = parent.topoPolicy;
+  auto cluster = std::make_shared<Cluster>();
+  std::map<int, int> hostIndex;  // the parent's host index -> ours, in order of each host's first rank
+  for (int r = 0; r < comm->nranks; ++r) {
+    const int old = parentRanks[static_cast<size_t>(r)];
+    if (parent.peers[old].hostHash != comm->peers[r].hostHash || parent.peers[old].pid != comm->peers[r].pid)
+      return setError(loomInternalError, "rank %d of the new communicator is not rank %d of its parent", r, old);
+    RankPlace place = from.ranks[old];
+    auto [it, added] = hostIndex.emplace(place.host, static_cast<int>(cluster->hosts.size()));
+    if (added) {
+      cluster->hosts.push_back(from.hosts[place.host]);
+      cluster->hostNames.push_back(from.hostNames[place.host]);
+    }
+    place.host = it->second;
+    cluster->ranks.push_back(place);
+  }
+  return placeCluster(comm, std::move(cluster));
 }
 
 }  // namespace loom

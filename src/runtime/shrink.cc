@@ -6,8 +6,9 @@
 // a survivor needs from the user is the list of ranks to leave out, which every survivor must pass
 // alike (as with NCCL's ncclCommShrink and MPI's MPI_Comm_shrink after an agreement).
 //
-// Not reused yet: the old communicator's topology and connections between survivors (the new one
-// detects, probes and connects again, as an init of its size does).
+// Reused: the old communicator's host models and probed costs (CommParent), so the new one exchanges
+// and measures nothing again.  Not reused: its connections between survivors (an aborted stream may
+// have left half a frame in them); the new communicator connects on first use, as any does.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -114,5 +115,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
             static_cast<int>(survivors.size()));
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
   cfg.timeoutSec = static_cast<int>(comm->timeoutSec);
-  return commCreate(newcomm, static_cast<int>(survivors.size()), id, newRank, config != nullptr ? config : &cfg);
+  const CommParent parent{comm, survivors};
+  return commCreate(newcomm, static_cast<int>(survivors.size()), id, newRank, config != nullptr ? config : &cfg,
+                    &parent);
 }

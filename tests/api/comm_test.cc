@@ -123,6 +123,16 @@ TEST(Comm, ShrinkLeavesTheExcludedRanksOut) {
       loomCommUserRank(sub, &r);
       EXPECT_EQ(n, 3);
       EXPECT_EQ(r, rank);
+      // It took its parent's host models and probed costs (nothing detected or measured again): the
+      // same speeds, its three ranks placed as they were, one host, a ring of three.
+      EXPECT_EQ(sub->costModel.probed, comm->costModel.probed);
+      EXPECT_EQ(sub->costModel.memCopyGBs, comm->costModel.memCopyGBs);
+      EXPECT_EQ(sub->costModel.cacheCopyGBs, comm->costModel.cacheCopyGBs);
+      ASSERT_EQ(sub->cluster->nranks(), 3);
+      EXPECT_EQ(sub->cluster->hosts.size(), 1u);
+      EXPECT_EQ(sub->cluster->hosts[0], comm->cluster->hosts[0]);
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(sub->cluster->ranks[i].device, comm->cluster->ranks[i].device);
+      EXPECT_EQ(sub->routes.rings[0].ranks.size(), 3u);
       std::vector<int64_t> v(1000, rank + 1);
       ASSERT_EQ(loomAllReduce(v.data(), v.data(), v.size(), loomInt64, loomSum, sub, nullptr), loomSuccess)
           << loomGetLastError(sub);

@@ -9,13 +9,14 @@
 //   stream     nobody dies: allreduces for FAULT_STREAM_S seconds while the driver breaks the network
 //   shrink     as allreduce, then the survivors shrink the communicator without the victim
 //              (loomCommShrink, LOOM_SHRINK_ABORT), check 20 allreduces of mixed sizes on the new one,
-//              abort the old one and destroy the new one
+//              time a re-init of the survivors beside it, abort the old one and destroy the new one
 // Report lines ("key value"): comm_key (the communicator's key, which names its shared-memory segments),
 // result, seconds (monotonic time the failing or last call returned), killed_at, message, longest_call
 // (stream: the longest allreduce, i.e. how long the network stalled it), init_seconds (the first
 // communicator's init); shrink adds blamed (the rank loomCommGetFailedRank names, which it leaves out),
-// shrink_result, shrink_seconds (from the failed call's return to a working new communicator),
-// after_wrong (wrong elements in the 20 allreduces), comm_key_new, and fds_before/fds_after,
+// shrink_result, shrink_seconds (from the failed call's return to the new communicator's first
+// allreduce done), after_wrong (wrong elements in the 20 allreduces), comm_key_new, reinit_seconds (a
+// new communicator of the survivors from a new unique id, to its first allreduce), and fds_before/fds_after,
 // threads_before/threads_after (open descriptors and threads before init and once both communicators
 // are gone).  Exit code 0 when the rank ended on its own (whatever the library said); the driver judges
 // the reports.
@@ -58,8 +59,38 @@ int countEntries(const char* dir) {
   return n;
 }
 
+// One float summed over `comm`: what makes a communicator "working" (its first call connects).
+bool firstAllReduceWorks(loomComm_t comm, int n) {
+  float one = 1.0f;
+  return loomAllReduce(&one, &one, 1, loomFloat32, loomSum, comm, nullptr) == loomSuccess &&
+         one == static_cast<float>(n);
+}
+
+// What a job without shrink would do instead: a new communicator of the survivors from a new unique id
+// (made by the first survivor and passed on over `small`), timed to its first allreduce.  Returns the
+// seconds, or -1 on failure.
+double reinitSeconds(loomComm_t small, int survivors) {
+  int me = -1;
+  loomCommUserRank(small, &me);
+  loomUniqueId raw{};
+  if (me == 0) {
+    loom::UniqueIdData id{};
+    int fd = -1;
+    if (loom::makeUniqueId(&id, &fd, /*jobId=*/false) != loomSuccess || loom::startRoot(id, fd, 10) != loomSuccess)
+      return -1;
+    loom::encodeUniqueId(id, &raw);
+  }
+  if (loomBroadcast(&raw, &raw, sizeof raw, loomUint8, 0, small, nullptr) != loomSuccess) return -1;
+  const double t0 = monotonicSeconds();
+  loomComm_t again = nullptr;
+  const bool ok = loomCommInitRank(&again, survivors, raw, me) == loomSuccess && firstAllReduceWorks(again, survivors);
+  const double seconds = monotonicSeconds() - t0;
+  if (again != nullptr) loomCommDestroy(again);
+  return ok ? seconds : -1;
+}
+
 // After the allreduce that failed because `victim` died: shrink without it, check 20 allreduces on the
-// survivors' communicator, free both.  Writes what happened to the report.
+// survivors' communicator, time a re-init beside it, free everything.  Writes what happened to the report.
 void shrinkAndGoOn(loomComm_t comm, int n, int victim, int fdsBefore, int threadsBefore) {
   const double t0 = monotonicSeconds();
   // The rank to leave out, as loom names it (the driver checks it is the victim).
@@ -68,9 +99,10 @@ void shrinkAndGoOn(loomComm_t comm, int n, int victim, int fdsBefore, int thread
   std::fprintf(gReport, "blamed %d\n", blamed);
   const int dead = blamed >= 0 ? blamed : victim;
   loomComm_t small = nullptr;
-  const loomResult_t r = loomCommShrink(comm, &dead, 1, &small, nullptr, LOOM_SHRINK_ABORT);
+  loomResult_t r = loomCommShrink(comm, &dead, 1, &small, nullptr, LOOM_SHRINK_ABORT);
+  if (r == loomSuccess && !firstAllReduceWorks(small, n - 1)) r = loomInternalError;
   std::fprintf(gReport, "shrink_result %d\nshrink_seconds %.6f\n", static_cast<int>(r), monotonicSeconds() - t0);
-  if (r != loomSuccess) std::fprintf(gReport, "shrink_message %s\n", loomGetLastError(comm));
+  if (r != loomSuccess) std::fprintf(gReport, "shrink_message %s\n", loomGetLastError(small ? small : comm));
   long wrong = 0;
   if (r == loomSuccess) {
     std::fprintf(gReport, "comm_key_new %016" PRIx64 "\n", small->key);
@@ -85,6 +117,7 @@ void shrinkAndGoOn(loomComm_t comm, int n, int victim, int fdsBefore, int thread
       }
       for (size_t k = 0; k < count; ++k) wrong += buf[k] != static_cast<float>((k % 5 + 1) * (n - 1));
     }
+    if (wrong == 0) std::fprintf(gReport, "reinit_seconds %.6f\n", reinitSeconds(small, n - 1));
   }
   std::fprintf(gReport, "after_wrong %ld\n", wrong);
   loomCommAbort(comm);

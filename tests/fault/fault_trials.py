@@ -133,7 +133,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     for p in procs:
         p.stderr.close()
 
-    problems, detect, shrink_s, init_s = [], [], [], []
+    problems, detect, shrink_s, init_s, calls, reinit_s = [], [], [], [], [], []
     killed_at = read_report(reports[victim]).get("killed_at")
     if codes[victim] != -signal.SIGKILL:
         problems.append(f"the victim (rank {victim}) did not die by SIGKILL (status {codes[victim]})")
@@ -156,7 +156,13 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
                 # From the death to a working communicator: the survivor's error, then its shrink (which
                 # also waits for the survivors that learnt of the death last).
                 shrink_s.append(float(rep["seconds"]) - float(killed_at) + float(rep["shrink_seconds"]))
+                calls.append(float(rep["shrink_seconds"]))
                 init_s.append(float(rep.get("init_seconds", "nan")))
+            reinit = float(rep.get("reinit_seconds", "-1"))
+            if reinit < 0 and rep.get("after_wrong") == "0":
+                problems.append(f"rank {r}: the re-init of the survivors beside the shrink failed")
+            elif reinit >= 0:
+                reinit_s.append(reinit)
         if result == 0:
             if phase in ("allreduce", "shrink"):
                 problems.append(f"rank {r} reported success although rank {victim} died mid-stream")
@@ -193,7 +199,11 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
         if os.path.exists(f):
             os.unlink(f)
     return {"phase": phase, "victim": victim, "delay_ms": round(delay * 1000, 3), "problems": problems,
-            "detect_s": detect, "survivors": n - 1, "expect_error": True, "shrink_s": shrink_s, "init_s": init_s}
+            "detect_s": detect, "survivors": n - 1, "expect_error": True, "shrink_s": shrink_s, "init_s": init_s,
+            "shrink_call_s": calls, "reinit_s": reinit_s,
+            # The shrink of the survivor that learnt of the death last: nobody left to wait for, so
+            # this is what shrinking itself costs (the others' include waiting for that one).
+            "shrink_last_s": [min(calls)] if calls else []}
 
 
 def shrink_problems(r, rep):
@@ -338,10 +348,19 @@ def main():
               f"{med:>13}  {mx:>10}")
         sh = [s for r in rs for s in r.get("shrink_s", [])]
         ini = [s for r in rs for s in r.get("init_s", [])]
+        call = [s for r in rs for s in r.get("shrink_call_s", [])]
+        last = [s for r in rs for s in r.get("shrink_last_s", [])]
+        reinit = [s for r in rs for s in r.get("reinit_s", [])]
+
+        def spread(v):
+            return f"median {statistics.median(v):.3f} s, max {max(v):.3f} s" if v else "-"
         if sh:
-            print(f"{'':<10} SIGKILL to a working shrunk communicator (each survivor): median {statistics.median(sh):.3f} s, "
-                  f"max {max(sh):.3f} s over {len(sh)}; the job's init at {args.ranks} ranks: median "
-                  f"{statistics.median(ini):.3f} s, max {max(ini):.3f} s")
+            print(f"{'':<10} SIGKILL to a working shrunk communicator (each survivor, to its first allreduce): "
+                  f"{spread(sh)} over {len(sh)}")
+            print(f"{'':<10} the shrink call (each survivor, to its first allreduce): {spread(call)}; for the "
+                  f"survivor that learnt last: {spread(last)}")
+            print(f"{'':<10} a re-init of the survivors from a new unique id (to its first allreduce): "
+                  f"{spread(reinit)}; the job's init at {args.ranks} ranks: {spread(ini)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "timeout": args.timeout,

@@ -138,7 +138,9 @@ typedef struct loomConfig_v1 {
   size_t size;
   unsigned int magic;
   unsigned int version;
-  int blocking;          /* 1 (default): init and collectives block.  0: not supported yet (loomInvalidUsage). */
+  int blocking;          /* 1 (default): init, split, shrink and finalize return when done.  0: they return
+                          * loomInProgress with the communicator set, and finish on a thread of their own;
+                          * poll loomCommGetAsyncError until it says something else (see "Nonblocking"). */
   int timeoutSec;        /* overrides LOOM_TIMEOUT for this communicator; LOOM_CONFIG_UNDEF_INT keeps it */
   const char* commName;  /* shown in log lines; may be NULL */
 } loomConfig_t;
@@ -188,7 +190,14 @@ loomResult_t loomCommDestroy(loomComm_t comm);
 loomResult_t loomCommAbort(loomComm_t comm);
 loomResult_t loomCommCount(const loomComm_t comm, int* count);
 loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
-/* loomSuccess, or the error that put the communicator in a failed state (every later call returns it). */
+/* loomSuccess, or the error that put the communicator in a failed state (every later call returns it;
+ * the message is then this thread's loomGetLastError), or loomInProgress while a nonblocking init,
+ * split, shrink or finalize of comm is still running.
+ * Nonblocking (config.blocking = 0): while that work runs, every call on comm but this one,
+ * loomCommCount, loomCommUserRank, loomCommDestroy (which waits for it) and loomCommAbort (which ends it)
+ * returns loomInProgress.  The work is bounded by the timeout like any wait.  A split or shrink
+ * exchanges what it needs over the parent before it returns; the new communicator's own setup is what
+ * runs on.  Collectives behave as on any communicator (on a loom or device stream they are queued). */
 loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
 /* The rank a failed communicator blames: the one that died or failed first, as the survivors announce it
  * to each other (the rank loomCommShrink would leave out); -1 while it has not lost a rank. */

@@ -25,6 +25,9 @@ namespace {
   if (!call_.ok())                                                                                         \
     return setError(loomInvalidArgument, "%s: comm %p is not a live communicator (NULL, destroyed or not " \
                     "from loomCommInitRank)", fn, static_cast<const void*>(comm));                         \
+  if (comm->inProgress.load(std::memory_order_acquire))                                                    \
+    return setError(loomInProgress, "%s: the communicator's init or finalize is still running (config.blocking " \
+                    "= 0): wait until loomCommGetAsyncError no longer reports loomInProgress", fn);          \
   if (comm->error != loomSuccess) return setError(comm->error, "%s: the communicator failed earlier: %s", fn, \
                                                   comm->errorMessage.c_str());                            \
   if (comm->finalized) return setError(loomInvalidUsage, "%s: the communicator was finalized (loomCommFinalize): " \
@@ -43,9 +46,8 @@ loomResult_t loom::checkInitArgs(loomComm_t* comm, int nranks, int rank, const l
     if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, commName) + sizeof(char*) ||
         config->size > 4096)
       return setError(loomInvalidArgument, "%s: config was not initialised with LOOM_CONFIG_INITIALIZER", fn);
-    if (config->blocking != LOOM_CONFIG_UNDEF_INT && config->blocking != 1)
-      return setError(loomInvalidUsage, "%s: config.blocking = %d: non-blocking communicators are not implemented "
-                      "yet", fn, config->blocking);
+    if (config->blocking != LOOM_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+      return setError(loomInvalidArgument, "%s: config.blocking = %d must be 0 or 1", fn, config->blocking);
   }
   return loomSuccess;
 }
@@ -236,7 +238,7 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
   cfg.timeoutSec = static_cast<int>(comm->timeoutSec);
-  const CommParent parent{comm, members};
+  const CommParent parent = CommParent::of(*comm, members);
   return commCreate(newcomm, static_cast<int>(members.size()), all[members[0]].id, newRank,
                     config != nullptr ? config : &cfg, &parent);
 }
@@ -250,6 +252,7 @@ namespace {
 // when ranks share this process (loomCommInitAll: one thread may end them one after another); bounded by
 // the timeout, and by loomCommAbort from another thread.
 loomResult_t finalizeComm(loomComm* comm) {
+  if (comm->error != loomSuccess) return comm->error;  // a nonblocking init that failed has no engine
   comm->engine->drain();
   if (comm->error != loomSuccess) return comm->error;
   const bool ranksShareProcess = std::any_of(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
@@ -262,8 +265,9 @@ loomResult_t finalizeComm(loomComm* comm) {
 
 }  // namespace
 
-loomResult_t loomCommFinalize(loomComm_t comm) {
-  LOOM_API_CHECK_COMM(comm, "loomCommFinalize");
+namespace {
+
+loomResult_t finalizeAndReport(loomComm* comm) {
   const loomResult_t r = finalizeComm(comm);
   comm->finalized = true;
   if (r == loomSuccess) return loomSuccess;
@@ -272,11 +276,20 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   return comm->fail(r);  // not every rank came (the barrier's message)
 }
 
+}  // namespace
+
+loomResult_t loomCommFinalize(loomComm_t comm) {
+  LOOM_API_CHECK_COMM(comm, "loomCommFinalize");
+  if (!comm->blocking) return runInBackground(comm, finalizeAndReport);
+  return finalizeAndReport(comm);
+}
+
 loomResult_t loomCommDestroy(loomComm_t comm) {
   {
     CommCall call(comm);
     if (!call.ok()) return setError(loomInvalidArgument, "loomCommDestroy: comm %p is not a live communicator",
                                     static_cast<void*>(comm));
+    joinBackground(comm);  // a nonblocking init or finalize still running: it is bounded by the timeout
     if (!comm->finalized && finalizeComm(comm) != loomSuccess && comm->error == loomSuccess)
       LOOM_WARN(kInit, "loomCommDestroy: not every rank reached destroy (%s); closing anyway", loomGetLastError(nullptr));
   }
@@ -323,7 +336,13 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   if (asyncError == nullptr) return setError(loomInvalidArgument, "loomCommGetAsyncError: asyncError is NULL");
   CommCall call(comm);
   if (!call.ok()) return setError(loomInvalidArgument, "loomCommGetAsyncError: comm is not a live communicator");
+  if (comm->inProgress.load(std::memory_order_acquire)) {
+    *asyncError = loomInProgress;
+    return loomSuccess;
+  }
   *asyncError = comm->error;
+  // Where the failure happened on another thread (a nonblocking init), its message is this thread's too.
+  if (*asyncError != loomSuccess) restoreLastError(comm->errorMessage);
   return loomSuccess;
 }
 

@@ -108,20 +108,13 @@ void planSteps(loomComm* comm) {
 
 }  // namespace
 
-loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
-                        const CommParent* parent) {
-  auto comm = std::make_unique<loomComm>();
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->timeoutSec = static_cast<double>(params().TIMEOUT);
-  if (config != nullptr && config->timeoutSec != LOOM_CONFIG_UNDEF_INT) comm->timeoutSec = config->timeoutSec;
-  if (comm->timeoutSec <= 0)
-    return setError(loomInvalidArgument, "timeout must be positive (LOOM_TIMEOUT or config.timeoutSec), got %g",
-                    comm->timeoutSec);
-  if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
-  comm->key = hashBytes(id.secret, sizeof(id.secret));
-  setLogRank(rank);
+namespace {
 
+// Everything init does once the communicator's fields from the caller are set: the bootstrap, the peer
+// table, the topology, the cost model.  On the caller's thread, or on the background one (blocking = 0).
+loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const CommParent* parent) {
+  const int rank = comm->rank, nranks = comm->nranks;
+  setLogRank(rank);
   if (id.rootInRank0 && rank == 0) {
     SocketAddress addr = id.root.unpack();
     int fd = -1;
@@ -157,29 +150,88 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   LOOM_CHECK(checkNetChoice());
   const double bootstrapMs = msSince(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  LOOM_CHECK(parent != nullptr ? commInheritTopology(comm.get(), *parent->comm, parent->ranks)
-                                : commBuildTopology(comm.get()));
+  LOOM_CHECK(parent != nullptr ? commInheritTopology(comm, *parent) : commBuildTopology(comm));
   const double topologyMs = msSince(t1);
   const auto t2 = std::chrono::steady_clock::now();
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);
-  planSteps(comm.get());  // before the probe, whose collectives plan their steps
+  planSteps(comm);  // before the probe, whose collectives plan their steps
   // The probe's collectives can lose peers like any other.
-  LOOM_CHECK(comm->fail(parent != nullptr ? inheritCostModel(comm.get(), parent->comm->costModel)
-                                          : tuneCostModel(comm.get())));
+  LOOM_CHECK(comm->fail(parent != nullptr ? inheritCostModel(comm, parent->costModel) : tuneCostModel(comm)));
   LOOM_INFO(kInit, "comm %p%s%s rank %d/%d ready: %d rank(s) on this host, timeout %gs; init took %.1f ms "
-            "(bootstrap %.1f, topology %.1f, probe %.1f)", static_cast<void*>(comm.get()),
+            "(bootstrap %.1f, topology %.1f, probe %.1f)", static_cast<void*>(comm),
             comm->name.empty() ? "" : " ", comm->name.c_str(), rank, nranks, comm->localRanks, comm->timeoutSec,
             msSince(t0), bootstrapMs, topologyMs, msSince(t2));
   comm->engine = std::make_unique<ProgressEngine>(rank);  // its thread starts at the first stream call
-  *out = comm.release();
-  registerComm(*out);
   return loomSuccess;
+}
+
+}  // namespace
+
+CommParent CommParent::of(const loomComm& parent, std::vector<int> ranks) {
+  return CommParent{std::move(ranks), parent.peers, parent.cluster, parent.topoPolicy, parent.costModel};
+}
+
+loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
+                        const CommParent* parent) {
+  auto comm = std::make_unique<loomComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutSec = static_cast<double>(params().TIMEOUT);
+  if (config != nullptr && config->timeoutSec != LOOM_CONFIG_UNDEF_INT) comm->timeoutSec = config->timeoutSec;
+  if (comm->timeoutSec <= 0)
+    return setError(loomInvalidArgument, "timeout must be positive (LOOM_TIMEOUT or config.timeoutSec), got %g",
+                    comm->timeoutSec);
+  if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
+  comm->blocking = config == nullptr || config->blocking != 0;
+  comm->key = hashBytes(id.secret, sizeof(id.secret));
+  if (comm->blocking) {
+    LOOM_CHECK(commSetUp(comm.get(), id, parent));
+    *out = comm.release();
+    registerComm(*out);
+    return loomSuccess;
+  }
+  // The id and the parent are copied into the work: the caller's may be gone when it runs.
+  std::shared_ptr<const CommParent> from = parent != nullptr ? std::make_shared<CommParent>(*parent) : nullptr;
+  loomComm* c = comm.release();
+  registerComm(c);
+  const loomResult_t r = runInBackground(c, [id, from](loomComm* cc) { return commSetUp(cc, id, from.get()); });
+  if (r != loomInProgress) {
+    unregisterComm(c);
+    delete c;
+    return r;
+  }
+  *out = c;
+  return loomInProgress;
+}
+
+loomResult_t runInBackground(loomComm* comm, std::function<loomResult_t(loomComm*)> work) {
+  joinBackground(comm);  // the previous work has ended (inProgress was false): collect its thread
+  comm->inProgress.store(true);
+  try {
+    comm->background = std::thread([comm, work = std::move(work)] {
+      const loomResult_t r = work(comm);
+      if (r != loomSuccess && comm->error == loomSuccess) {
+        comm->errorMessage = lastError();
+        comm->error = r;
+      }
+      comm->inProgress.store(false, std::memory_order_release);
+    });
+  } catch (const std::exception& e) {
+    comm->inProgress.store(false);
+    return setError(loomSystemError, "cannot start the communicator's background thread: %s", e.what());
+  }
+  return loomInProgress;
+}
+
+void joinBackground(loomComm* comm) {
+  if (comm->background.joinable()) comm->background.join();
 }
 
 void commFree(loomComm* comm, bool drop) {
   unregisterComm(comm);
   comm->abortFlag.store(true);
+  joinBackground(comm);  // a nonblocking init or finalize ends at the abort flag
   if (comm->engine != nullptr)
     comm->engine->shutdown(loomInvalidUsage, "the communicator was aborted or destroyed before this operation ran");
   // Calls still running on other threads see the abort flag within one wait slice (kWaitSliceMs).

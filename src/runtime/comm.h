@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -33,12 +35,19 @@ struct Connection {
 // A communicator made from another one (split, shrink): its rank r is the parent's rank ranks[r].  It
 // takes the parent's host models and probed costs instead of exchanging and measuring them again (a
 // shrink after a failure is then a bootstrap and nothing more: 4 ranks here, ~5 ms against ~120 ms).
+// Copies, not a pointer: a nonblocking child's setup may outlive the call that made it.
 struct CommParent {
-  const loomComm* comm;
   std::vector<int> ranks;
+  std::vector<PeerInfo> peers;  // the parent's (who is who)
+  std::shared_ptr<const Cluster> cluster;
+  TopoPolicy topoPolicy;
+  CostModel costModel;
+  static CommParent of(const loomComm& parent, std::vector<int> ranks);
 };
 
-// Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.
+// Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.  With
+// config.blocking = 0 the setup runs on the communicator's background thread: *out is set at once and
+// the result is loomInProgress (loomCommGetAsyncError reports the rest).
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
                         const CommParent* parent = nullptr);
 // The checks every way to a new communicator makes of its arguments (init, split, shrink): the output
@@ -47,6 +56,12 @@ loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomCon
 // Frees it: waits (bounded) for calls in flight on other threads to notice the abort flag.  `drop`
 // (abort, or a failed communicator): what the send queues still hold is dropped instead of sent.
 void commFree(loomComm* comm, bool drop);
+
+// Nonblocking communicators: runs work(comm) on comm's background thread (one at a time), marks the
+// communicator in progress until it ends and records its failure as the communicator's error.
+loomResult_t runInBackground(loomComm* comm, std::function<loomResult_t(loomComm*)> work);
+// Waits for the background work, if any (bounded: it is bounded by the timeout and the abort flag).
+void joinBackground(loomComm* comm);
 
 // Starts the bootstrap root of a new id on a detached thread.
 loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec);
@@ -93,7 +108,12 @@ struct loomComm {
   loomResult_t (*lastChoice)(loomComm*, const loom::CollArgs&) = nullptr;
   std::atomic<bool> abortFlag{false};
   std::atomic<int> activeCalls{0};
-  bool finalized = false;  // loomCommFinalize ran: only loomCommDestroy may follow
+  std::atomic<bool> finalized{false};  // loomCommFinalize ran: only loomCommDestroy may follow
+  // config.blocking = 0: init, split, shrink and finalize run on `background` while inProgress holds,
+  // and every call but the queries, loomCommGetAsyncError, destroy and abort returns loomInProgress.
+  bool blocking = true;
+  std::atomic<bool> inProgress{false};
+  std::thread background;
   int shrinks = 0;  // loomCommShrink calls made on this communicator (every survivor makes the same)
   std::atomic<int> failedRank{-1};  // the rank blamed for the first lost peer (loomCommGetFailedRank)
 

@@ -128,7 +128,8 @@ loomResult_t commBuildTopology(loomComm* comm) {
   return placeCluster(comm, std::move(cluster));
 }
 
-loomResult_t commInheritTopology(loomComm* comm, const loomComm& parent, const std::vector<int>& parentRanks) {
+loomResult_t commInheritTopology(loomComm* comm, const CommParent& parent) {
+  const std::vector<int>& parentRanks = parent.ranks;
   const Cluster& from = *parent.cluster;
   comm->topoPolicy = parent.topoPolicy;
   auto cluster = std::make_shared<Cluster>();

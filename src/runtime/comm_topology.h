@@ -2,19 +2,19 @@
 // bootstrap) and where each rank sits, then the topology's decisions for this communicator.
 #pragma once
 
-#include <vector>
-
 #include "loom.h"
 
 struct loomComm;
 
 namespace loom {
 
+struct CommParent;
+
 // Detects (or loads) this host's model, exchanges it with the other ranks and builds comm->cluster,
 // comm->topoPolicy and comm->routes.  A bad LOOM_TOPO_FILE is loomInvalidArgument.
 loomResult_t commBuildTopology(loomComm* comm);
-// The same for a communicator made from `parent` (split, shrink), whose rank r is the parent's rank
-// parentRanks[r]: the parent's host models and rank places, nothing exchanged or detected again.
-loomResult_t commInheritTopology(loomComm* comm, const loomComm& parent, const std::vector<int>& parentRanks);
+// The same for a communicator made from another (split, shrink; runtime/comm.h): the parent's host
+// models and rank places, nothing exchanged or detected again.
+loomResult_t commInheritTopology(loomComm* comm, const CommParent& parent);
 
 }  // namespace loom

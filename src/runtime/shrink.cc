@@ -63,6 +63,9 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
   if (!call.ok())
     return setError(loomInvalidArgument, "loomCommShrink: comm %p is not a live communicator",
                     static_cast<const void*>(comm));
+  if (comm->inProgress.load(std::memory_order_acquire))
+    return setError(loomInProgress, "loomCommShrink: the communicator's init or finalize is still running "
+                    "(config.blocking = 0)");
   std::vector<char> excluded;
   LOOM_CHECK(checkShrinkArgs(comm, excludeRanks, nExclude, flags, &excluded));
   if (config != nullptr) LOOM_CHECK(checkInitArgs(newcomm, 1, 0, config, "loomCommShrink"));
@@ -115,7 +118,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
             static_cast<int>(survivors.size()));
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
   cfg.timeoutSec = static_cast<int>(comm->timeoutSec);
-  const CommParent parent{comm, survivors};
+  const CommParent parent = CommParent::of(*comm, survivors);
   return commCreate(newcomm, static_cast<int>(survivors.size()), id, newRank, config != nullptr ? config : &cfg,
                     &parent);
 }

@@ -66,8 +66,9 @@ TEST(Api, ConfigMustComeFromTheInitializer) {
   EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &cfg), loomInvalidArgument);
   expectMessage("LOOM_CONFIG_INITIALIZER");
   loomConfig_t nb = LOOM_CONFIG_INITIALIZER;
-  nb.blocking = 0;
-  EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &nb), loomInvalidUsage);
+  nb.blocking = 2;
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &nb), loomInvalidArgument);
+  expectMessage("blocking = 2");
   loomConfig_t badTimeout = LOOM_CONFIG_INITIALIZER;
   badTimeout.timeoutSec = -5;
   EXPECT_EQ(loomCommInitRankConfig(&comm, 1, id, 0, &badTimeout), loomInvalidArgument);

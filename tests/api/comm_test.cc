@@ -164,6 +164,103 @@ TEST(Comm, FinalizeCompletesTheStreamsAndLeavesOnlyDestroy) {
   });  // runRanks destroys the communicator: it only frees now
 }
 
+// Polls loomCommGetAsyncError until the communicator's nonblocking work has ended (bounded).
+loomResult_t waitNotInProgress(loomComm_t comm, double bound) {
+  const auto t0 = std::chrono::steady_clock::now();
+  loomResult_t state = loomInProgress;
+  while (state == loomInProgress && secondsSince(t0) < bound) {
+    if (loomCommGetAsyncError(comm, &state) != loomSuccess) return loomInternalError;
+    if (state == loomInProgress) usleep(1000);
+  }
+  return state;
+}
+
+// config.blocking = 0: init, split, shrink and finalize return loomInProgress with the communicator set
+// and finish in the background; calls in the meantime are loomInProgress; the results are exact.
+TEST(Comm, NonblockingInitSplitShrinkAndFinalize) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(3, [&](int rank) {
+    loomConfig_t nb = LOOM_CONFIG_INITIALIZER;
+    nb.blocking = 0;
+    nb.timeoutSec = 20;
+    if (rank == 2) usleep(300000);  // the others' init cannot end before rank 2 joins
+    loomComm_t comm = nullptr;
+    EXPECT_EQ(loomCommInitRankConfig(&comm, 3, id, rank, &nb), loomInProgress);
+    if (comm == nullptr) return 2;
+    float v = 1;
+    if (rank == 0) {
+      EXPECT_EQ(loomAllReduce(&v, &v, 1, loomFloat32, loomSum, comm, nullptr), loomInProgress);
+      EXPECT_NE(std::string(loomGetLastError(comm)).find("still running"), std::string::npos);
+      loomComm_t early = nullptr;
+      EXPECT_EQ(loomCommShrink(comm, nullptr, 0, &early, nullptr, 0), loomInProgress);
+      EXPECT_EQ(early, nullptr);
+    }
+    int n = 0;
+    EXPECT_EQ(loomCommCount(comm, &n), loomSuccess);
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(waitNotInProgress(comm, timeBound(15)), loomSuccess) << loomGetLastError(comm);
+    std::vector<float> big(1 << 16, static_cast<float>(rank + 1));
+    EXPECT_EQ(loomAllReduce(big.data(), big.data(), big.size(), loomFloat32, loomSum, comm, nullptr), loomSuccess);
+    for (float x : big) EXPECT_EQ(x, 6.0f);
+
+    loomComm_t half = nullptr, two = nullptr;
+    EXPECT_EQ(loomCommSplit(comm, rank % 2, rank, &half, &nb), loomInProgress);
+    EXPECT_EQ(waitNotInProgress(half, timeBound(15)), loomSuccess) << loomGetLastError(half);
+    v = static_cast<float>(rank);
+    EXPECT_EQ(loomAllReduce(&v, &v, 1, loomFloat32, loomSum, half, nullptr), loomSuccess);
+    EXPECT_EQ(v, rank % 2 == 0 ? 2.0f : 1.0f);
+    const int out = 1;
+    if (rank != 1) {
+      EXPECT_EQ(loomCommShrink(comm, &out, 1, &two, &nb, LOOM_SHRINK_DEFAULT), loomInProgress);
+      EXPECT_EQ(waitNotInProgress(two, timeBound(15)), loomSuccess) << loomGetLastError(two);
+      v = 1;
+      EXPECT_EQ(loomAllReduce(&v, &v, 1, loomFloat32, loomSum, two, nullptr), loomSuccess);
+      EXPECT_EQ(v, 2.0f);
+    }
+    for (loomComm_t c : {comm, half, two}) {
+      if (c == nullptr) continue;
+      EXPECT_EQ(loomCommFinalize(c), loomInProgress);
+      EXPECT_EQ(waitNotInProgress(c, timeBound(15)), loomSuccess) << loomGetLastError(c);
+      EXPECT_EQ(loomAllReduce(&v, &v, 1, loomFloat32, loomSum, c, nullptr), loomInvalidUsage) << "finalized";
+      EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+    }
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// A nonblocking init that cannot finish (a rank never comes): loomCommAbort ends it at once, and one
+// left alone fails at its timeout, reported by loomCommGetAsyncError with a message naming the wait.
+TEST(Comm, NonblockingInitIsAbortableAndBounded) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  auto outcomes = forkRanks(2, [&](int rank) {
+    loomConfig_t nb = LOOM_CONFIG_INITIALIZER;
+    nb.blocking = 0;
+    nb.timeoutSec = 2;
+    loomComm_t comm = nullptr;
+    EXPECT_EQ(loomCommInitRankConfig(&comm, 3, id, rank, &nb), loomInProgress);  // rank 2 never comes
+    if (comm == nullptr) return 2;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (rank == 0) {
+      usleep(100000);
+      EXPECT_EQ(loomCommAbort(comm), loomSuccess);
+      EXPECT_LT(secondsSince(t0), timeBound(1.5)) << "the abort waited for the timeout";
+      return ::testing::Test::HasFailure() ? 1 : 0;
+    }
+    const loomResult_t r = waitNotInProgress(comm, timeBound(10));
+    EXPECT_TRUE(r == loomTimeout || r == loomRemoteError) << r;
+    EXPECT_GE(secondsSince(t0), 0.1);
+    EXPECT_NE(std::string(loomGetLastError(comm)), "") << "the message of the background failure";
+    float v = 1;
+    EXPECT_EQ(loomAllReduce(&v, &v, 1, loomFloat32, loomSum, comm, nullptr), r) << "stays failed";
+    EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  }, 60);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
 TEST(Comm, LaunchersCanUseCommId) {
   // LOOM_COMM_ID: every rank computes the same id itself; rank 0 runs the root at that address.
   int port = 20000 + getpid() % 20000;

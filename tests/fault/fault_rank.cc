@@ -7,6 +7,7 @@
 //   allreduce  the kill comes during a stream of allreduces of mixed sizes; survivors run until one fails
 //   destroy    the kill comes while the ranks are destroying the communicator after a few allreduces
 //   stream     nobody dies: allreduces for FAULT_STREAM_S seconds while the driver breaks the network
+//   group      as shrink, with the kill inside a stream of grouped sends and receives to both neighbours
 //   shrink     as allreduce, then the survivors shrink the communicator without the victim
 //              (loomCommShrink, LOOM_SHRINK_ABORT), check 20 allreduces of mixed sizes on the new one,
 //              time a re-init of the survivors beside it, abort the old one and destroy the new one
@@ -145,11 +146,42 @@ void armDeath(long delayUs) {
   }).detach();
 }
 
+// Phase group: each rank sends to both neighbours and receives from both in one group, sizes varying,
+// until a call fails; then the survivors shrink.
+int groupStream(loomComm_t comm, int n, int rank, int victim, int fdsBefore, int threadsBefore) {
+  std::vector<float> out(size_t{1} << 18), left(out.size()), right(out.size());
+  for (int i = 0;; ++i) {
+    const size_t count = size_t{1} << (4 + (i * 5) % 15);  // 16 .. 256K elements
+    for (size_t k = 0; k < count; ++k) out[k] = static_cast<float>(rank * 7 + i % 3);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    loomResult_t r = loomGroupStart();
+    if (r == loomSuccess) {
+      loomSend(out.data(), count, loomFloat32, next, comm, nullptr);
+      loomSend(out.data(), count, loomFloat32, prev, comm, nullptr);
+      loomRecv(left.data(), count, loomFloat32, prev, comm, nullptr);
+      loomRecv(right.data(), count, loomFloat32, next, comm, nullptr);
+      r = loomGroupEnd();
+    }
+    if (r != loomSuccess) {
+      report("group", r, loomGetLastError(comm));
+      shrinkAndGoOn(comm, n, victim, fdsBefore, threadsBefore);
+      return 0;
+    }
+    const float fromLeft = static_cast<float>(prev * 7 + i % 3), fromRight = static_cast<float>(next * 7 + i % 3);
+    for (size_t k = 0; k < count; ++k)
+      if (left[k] != fromLeft || right[k] != fromRight) {
+        report("group", loomInternalError, "wrong data received");
+        loomCommDestroy(comm);
+        return 0;
+      }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy|stream|shrink NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
+    std::fprintf(stderr, "usage: fault_rank init|allreduce|destroy|stream|shrink|group NRANKS RANK REPORT  (LOOM_COMM_ID=host:port, "
                          "FAULT_VICTIM=rank, FAULT_DELAY_US=microseconds, FAULT_STREAM_S=seconds)\n");
     return 2;
   }
@@ -182,7 +214,9 @@ int main(int argc, char** argv) {
     report("init", r, loomGetLastError(nullptr));
     return 0;
   }
-  if (dies && (phase == "allreduce" || phase == "shrink")) armDeath(delayUs);
+  const bool shrinks = phase == "shrink" || phase == "group";
+  if (dies && (phase == "allreduce" || shrinks)) armDeath(delayUs);
+  if (phase == "group") return groupStream(comm, n, rank, victim, fdsBefore, threadsBefore);
   const int rounds = phase == "allreduce" || phase == "stream" || phase == "shrink" ? 1000000 : 3;
   const double streamEnd =
       monotonicSeconds() + std::atof(std::getenv("FAULT_STREAM_S") != nullptr ? std::getenv("FAULT_STREAM_S") : "0");

@@ -4,7 +4,8 @@
 Each trial starts NRANKS processes of fault_rank (one host, or spread over network-namespace hosts), picks
 a victim rank and a random delay, and the victim SIGKILLs itself that long into the phase under test
 (init, allreduce, destroy, or shrink: allreduce, after which the survivors shrink the communicator
-without the victim and check 20 allreduces on the new one).  A trial passes when every survivor
+without the victim and check 20 allreduces on the new one; group: as shrink, with the death inside a
+stream of grouped sends and receives).  A trial passes when every survivor
   - ends on its own (no survivor is still running LOOM_TIMEOUT + 2 s after the death: those are killed
     and counted as hangs),
   - returns an error within LOOM_TIMEOUT + 2 s of the death whose message names the dead rank, or (init
@@ -17,7 +18,7 @@ Network faults (--netfault, namespace hosts only): the ranks stream allreduces w
              LOOM_TIMEOUT + 2 s of the cut; with a longer one every rank must finish with exact results
   blackhole  has all its traffic dropped (iptables): every rank must fail within LOOM_TIMEOUT + 2 s
 
-usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy,shrink] [--timeout 5]
+usage: fault_trials.py RANK_BIN [--ranks 4] [--trials 5] [--phases init,allreduce,destroy,shrink,group] [--timeout 5]
                        [--hosts 0] [--net socket] [--netfault linkdown|blackhole] [--seed N] [--json FILE]
 Prints one line per trial and a summary per phase (trials, survivors checked, failures, time from the death
 to each survivor's error: median and max).  Exit status 0 when every trial passed.
@@ -39,7 +40,9 @@ NETNS_HOSTS_SH = os.path.join(HERE, "..", "net", "netns_hosts.sh")
 
 # How long into each phase the victim may die (seconds): init takes tens of ms here, the allreduce
 # stream runs until the death, destroy is a short meeting.
-DELAY_RANGE = {"init": (0.0, 0.06), "allreduce": (0.0, 0.5), "destroy": (0.0, 0.001), "shrink": (0.0, 0.5)}
+DELAY_RANGE = {"init": (0.0, 0.06), "allreduce": (0.0, 0.5), "destroy": (0.0, 0.001), "shrink": (0.0, 0.5),
+               "group": (0.0, 0.5)}
+SHRINK_PHASES = ("shrink", "group")
 
 
 def loom_shm_entries():
@@ -116,7 +119,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
     shm_before = loom_shm_entries()
     procs, reports = launch(args, phase, hosts, env, workdir)
     # Every survivor must be gone LOOM_TIMEOUT + 2 s after the death; init itself gets a few seconds more.
-    deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1 + (15 if phase == "shrink" else 0)
+    deadline = time.monotonic() + 5 + delay + args.timeout + 2 + 1 + (15 if phase in SHRINK_PHASES else 0)
     codes = [None] * n
     while time.monotonic() < deadline and any(c is None for c in codes):
         for r, p in enumerate(procs):
@@ -148,7 +151,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
             continue
         rep = read_report(reports[r])
         result = int(rep.get("result", "-1"))
-        if phase == "shrink":
+        if phase in SHRINK_PHASES:
             problems += shrink_problems(r, rep)
             if rep.get("blamed") != str(victim):
                 problems.append(f"rank {r}: loomCommGetFailedRank names rank {rep.get('blamed')}, not the victim {victim}")
@@ -164,7 +167,7 @@ def run_trial(args, phase, hosts, trial_rng, workdir):
             elif reinit >= 0:
                 reinit_s.append(reinit)
         if result == 0:
-            if phase in ("allreduce", "shrink"):
+            if phase in ("allreduce",) + SHRINK_PHASES:
                 problems.append(f"rank {r} reported success although rank {victim} died mid-stream")
             continue
         if killed_at is None:
@@ -301,7 +304,7 @@ def main():
     ap.add_argument("rank_bin")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--trials", type=int, default=5, help="trials per phase")
-    ap.add_argument("--phases", default="init,allreduce,destroy,shrink")
+    ap.add_argument("--phases", default="init,allreduce,destroy,shrink,group")
     ap.add_argument("--timeout", type=int, default=5, help="LOOM_TIMEOUT for the ranks, seconds")
     ap.add_argument("--hosts", type=int, default=0, help="network-namespace hosts (0: all ranks on this host)")
     ap.add_argument("--net", default="socket")

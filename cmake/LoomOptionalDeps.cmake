@@ -66,6 +66,35 @@ if(NOT LOOM_WITH_TORCH STREQUAL "OFF")
 endif()
 loom_resolve(TORCH "${_torch_found}")
 
+# libloom_nccl (bindings/nccl) implements the nccl.h it is compiled against: LOOM_NCCL_INCLUDE_DIR if given,
+# else the nvidia-nccl wheel's of the Python in use (what torch installs), else the CUDA toolkit's.  nccl.h
+# includes the toolkit's cuda_runtime.h.  LOOM_NCCL_REAL_LIBRARY: the real libnccl.so.2 beside that header,
+# which the drop-in tests link a program against.
+set(_nccl_api_found FALSE)
+if(NOT LOOM_WITH_NCCL_API STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(NOT Python3_Interpreter_FOUND)
+    find_package(Python3 QUIET COMPONENTS Interpreter)
+  endif()
+  set(_nccl_wheel "")
+  if(Python3_Interpreter_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                    "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(next(iter(s.submodule_search_locations)) if s else '')"
+                    OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  find_path(LOOM_NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_wheel}/include ${CUDAToolkit_INCLUDE_DIRS}
+            DOC "directory of the nccl.h that libloom_nccl implements")
+  if(LOOM_NCCL_INCLUDE_DIR)
+    find_library(LOOM_NCCL_REAL_LIBRARY NAMES libnccl.so.2 nccl HINTS ${LOOM_NCCL_INCLUDE_DIR}/../lib
+                 NO_DEFAULT_PATH DOC "the real libnccl.so.2 beside that nccl.h (drop-in tests)")
+  endif()
+  find_path(_cuda_runtime_h cuda_runtime.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(LOOM_NCCL_INCLUDE_DIR AND _cuda_runtime_h)
+    set(_nccl_api_found TRUE)
+  endif()
+endif()
+loom_resolve(NCCL_API "${_nccl_api_found}")
+
 if(LOOM_BUILD_PERF)
   find_package(MPI QUIET COMPONENTS CXX)
   if(NOT MPI_CXX_FOUND)

@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
   loomGetVersion(&version);
   std::printf("loom %d.%d.%d (version code %d), %s build\n", version / 10000, version / 100 % 100, version % 100,
               version, LOOM_BUILD_TYPE);
-  std::printf("optional parts: cuda %s, ucx %s, verbs %s, hwloc %s, torch %s\n", LOOM_HAVE_CUDA ? "yes" : "no",
-              LOOM_HAVE_UCX ? "yes" : "no", LOOM_HAVE_VERBS ? "yes" : "no", LOOM_HAVE_HWLOC ? "yes" : "no",
-              LOOM_HAVE_TORCH ? "yes" : "no");
+  std::printf("optional parts: cuda %s, ucx %s, verbs %s, hwloc %s, torch %s, nccl api (libloom_nccl) %s\n",
+              LOOM_HAVE_CUDA ? "yes" : "no", LOOM_HAVE_UCX ? "yes" : "no", LOOM_HAVE_VERBS ? "yes" : "no",
+              LOOM_HAVE_HWLOC ? "yes" : "no", LOOM_HAVE_TORCH ? "yes" : "no", LOOM_HAVE_NCCL_API ? "yes" : "no");
   std::printf("transports (what each declares, transport.h TransportCaps):\n");
   for (const loom::Transport* t : loom::transports()) {
     const loom::TransportCaps c = t->caps();

@@ -5,7 +5,9 @@
 # Runs build/gpu_check: the reduction kernels for every type and op against the CPU reference, the
 # device-to-device copy bandwidth (the limit), and 1, 2 and 4 ranks on GPU 0 (every collective on device
 # buffers on a CUDA stream, checked; allreduce busbw from 1 to 256 MB); then, when mpirun is there, the
-# perf tools with --memory device at 2 and 4 ranks.  gpu_check comes from, in this order:
+# perf tools with --memory device at 2 and 4 ranks; then nccl_bench, one harness written against nccl.h,
+# on the machine's NCCL and on loom's drop-in libnccl.so.2 (1 rank per GPU for NCCL; 1, 2 and 4 ranks on
+# GPU 0 for loom).  gpu_check comes from, in this order:
 #   - .gpu-bundle/ (made on a machine without a GPU by tests/gpu/bundle.sh: gpu_check and the shared
 #     libraries it needs, for a machine that lacks loom's build dependencies; no perf tools then), or
 #   - a build made here (needs cmake, ninja, nvcc, libxml2 headers; hwloc/ucx/verbs are optional).
@@ -21,6 +23,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode,mig.mode.cu
 if [ -x .gpu-bundle/bin/gpu_check ]; then
   export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   check=.gpu-bundle/bin/gpu_check perfdir=none
+  bench=.gpu-bundle/bin/nccl_bench dropin=$PWD/.gpu-bundle/dropin
   log "# gpu_check from .gpu-bundle (built elsewhere)"
 else
   build=${LOOM_GPU_BUILD_DIR:-build-gpu}
@@ -35,6 +38,7 @@ else
     tail -30 "$build/build.log" | tee -a "$results"; log "FAILED: build"; exit 1
   fi
   check=$build/tests/gpu/gpu_check perfdir=$build/perf
+  bench=$build/tests/gpu/nccl_bench dropin=$PWD/$build/bindings/nccl/dropin
 fi
 
 status=0
@@ -53,5 +57,28 @@ if command -v mpirun > /dev/null && [ -x "$perfdir/all_reduce_perf" ]; then
 else
   log "# perf tools skipped: no mpirun (or no perf tools) on this machine; gpu_check's busbw above stands in"
 fi
+# loom beside NCCL through one harness: nccl_bench (written against nccl.h) on this machine's NCCL (its
+# nvidia-nccl wheel, else the CUDA toolkit's) and on loom's drop-in libnccl.so.2.  NCCL takes one rank per
+# GPU; loom also runs 2 and 4 ranks on GPU 0.
+nccl_dir=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(next(iter(s.submodule_search_locations)) + '/lib' if s else '')" 2>/dev/null)
+[ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ] || nccl_dir=$(dirname "$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2/ {print $NF; exit}')" 2>/dev/null)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+bench_run() {  # LIBDIR NRANKS GPUS
+  log "# nccl_bench $2 rank(s) on $3 GPU(s), libnccl.so.2 from $1"
+  LD_LIBRARY_PATH=$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 90 "$bench" "$2" --gpus "$3" -b 1M -e 256M -f 4 -n 10 -w 2 \
+    2>&1 | tee -a "$results"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+if [ -x "$bench" ]; then
+  if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then bench_run "$nccl_dir" 1 1; else log "# no NCCL library found on this machine"; fi
+  for np in 1 2 4; do bench_run "$dropin" "$np" 1; done
+  if [ "${ngpu:-0}" -ge 2 ]; then
+    [ -n "$nccl_dir" ] && bench_run "$nccl_dir" "$ngpu" "$ngpu"
+    bench_run "$dropin" "$ngpu" "$ngpu"
+  fi
+else
+  log "# nccl_bench not built (needs nccl.h and libnccl.so.2 at build time): no comparison with NCCL"
+fi
+log "# not here yet: a PyTorch DDP step on CUDA tensors (the torch backend takes CPU tensors only)"
 log "# run.sh: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#ifdef LOOM_TORCH_CUDA
+#include "cuda_work.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -31,7 +35,12 @@ size_t inlineBytesSetting() {
 void checkTensor(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined(), "loom: ", what, " is an undefined tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "loom: ", what, " is ", t.layout(), "; only dense tensors are supported");
+#ifdef LOOM_TORCH_CUDA
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "loom: ", what, " is on ", t.device(),
+              "; loom handles CPU and CUDA tensors");
+#else
   TORCH_CHECK(t.device().is_cpu(), "loom: ", what, " is on ", t.device(), "; this build of loom handles CPU tensors");
+#endif
 }
 
 void checkSame(const at::Tensor& t, const at::Tensor& ref, const char* what) {
@@ -180,6 +189,11 @@ WorkPtr LoomBackend::launch(OpType type, std::vector<at::Tensor> outputs, size_t
                             std::function<loomResult_t(loomStream_t)> issue, std::function<void()> afterwards,
                             std::vector<at::Tensor> keepAlive) {
   completer_->releaseFinished();  // on this (Python) thread
+#ifdef LOOM_TORCH_CUDA
+  c10::Device device(c10::kCPU);
+  if (onCuda(keepAlive, &device) && !coalescing_)
+    return issueOnCurrentStream(comm_, rank_, type, std::move(outputs), device, issue, afterwards);
+#endif
   PendingCall call;
   call.work = c10::make_intrusive<LoomWork>(rank_, type, std::move(outputs));
   call.afterwards = std::move(afterwards);
@@ -199,6 +213,29 @@ WorkPtr LoomBackend::issueNow(PendingCall call, size_t bytes, const std::functio
     Completer::finish(call, r, message);
     TORCH_CHECK(false, "loom: ", message);
   };
+#ifdef LOOM_TORCH_CUDA
+  c10::Device device(c10::kCPU);
+  if (onCuda(call.keepAlive, &device)) {
+    // Coalesced calls on CUDA tensors: one group on the current stream; the members' Works (handed out
+    // while coalescing) complete once it is issued, the returned one follows the stream.
+    auto afterwards = [&call] {
+      for (const PendingCall& m : call.members)
+        if (m.afterwards) m.afterwards();
+    };
+    WorkPtr work;
+    try {
+      work = issueOnCurrentStream(comm_, rank_, OpType::COALESCED, call.work->result(), device, issue, afterwards);
+    } catch (const std::exception& e) {
+      Completer::finish(call, loomRemoteError, e.what());
+      throw;
+    }
+    for (PendingCall& m : call.members) {
+      m.afterwards = nullptr;  // issued above, on the stream
+      Completer::finish(m, loomSuccess, "");
+    }
+    return work;
+  }
+#endif
   if (bytes <= inlineBytes_) {
     loomResult_t r = issue(nullptr);
     const std::string message = r == loomSuccess ? std::string() : std::string(loomGetLastError(comm_));
@@ -665,6 +702,8 @@ WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
 }
 
 WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& tensors, int) {
+  TORCH_CHECK(tensors.size() != 1 || !tensors[0].defined() || tensors[0].device().is_cpu(),
+              "loom: a receive from any source takes a CPU tensor");
   loomComm_t comm = comm_;
   auto source = std::make_shared<int>(-1);
   WorkPtr work = receive(OpType::RECVANYSOURCE, tensors, [=](void* buf, size_t count, loomDataType_t type,

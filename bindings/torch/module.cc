@@ -17,6 +17,11 @@ pybind11::dict buildInfo() {
   d["built_against_torch"] = LOOM_TORCH_BUILT_AGAINST;
   d["build_type"] = LOOM_BUILD_TYPE;
   d["cuda"] = static_cast<bool>(LOOM_HAVE_CUDA);
+#ifdef LOOM_TORCH_CUDA
+  d["cuda_tensors"] = true;  // the backend is registered for "cuda" too
+#else
+  d["cuda_tensors"] = false;
+#endif
   d["ucx"] = static_cast<bool>(LOOM_HAVE_UCX);
   d["verbs"] = static_cast<bool>(LOOM_HAVE_VERBS);
   d["hwloc"] = static_cast<bool>(LOOM_HAVE_HWLOC);

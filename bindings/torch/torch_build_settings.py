@@ -11,6 +11,8 @@ Python imports: read from that torch, never assumed, so that one binding builds 
                        still publishes them (torch._C._PYBIND11_*); empty where its pybind11 works the
                        ABI out itself.  They must match, or torch's Store is not the Store loom's module
                        takes.
+  TORCH_CUDA           1 when this torch is a CUDA build with its libc10_cuda (the backend then takes CUDA
+                       tensors, if loom is built with CUDA too), else 0
   TORCH_BACKEND_DEFS   |-separated: LOOM_TORCH_HAS_<NAME>=1 for each c10d::Backend method of
                        BACKEND_METHODS this torch declares (newer torch has more), so that the backend
                        overrides only what exists.
@@ -74,6 +76,8 @@ def main():
     print(f"TORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
     print(f"TORCH_PYBIND11_DEFS={'|'.join(defs)}")
     print(f"TORCH_BACKEND_DEFS={'|'.join(backend_methods(torch_dir))}")
+    has_cuda = torch.version.cuda is not None and os.path.exists(os.path.join(torch_dir, "lib", "libc10_cuda.so"))
+    print(f"TORCH_CUDA={int(has_cuda)}")
 
 
 if __name__ == "__main__":

@@ -79,6 +79,16 @@ if [ -x "$bench" ]; then
 else
   log "# nccl_bench not built (needs nccl.h and libnccl.so.2 at build time): no comparison with NCCL"
 fi
-log "# not here yet: a PyTorch DDP step on CUDA tensors (the torch backend takes CPU tensors only)"
+# A DDP step on CUDA tensors through loom and through NCCL, where loom_torch with CUDA tensors imports here
+# (a build of this tree with -DLOOM_WITH_TORCH=ON against this machine's torch: LOOM_GPU_BUILD_DIR/python).
+torch_py=${LOOM_GPU_BUILD_DIR:-build-gpu}/python
+if PYTHONPATH=$torch_py${PYTHONPATH:+:$PYTHONPATH} python3 -c \
+     "import loom_torch, sys; sys.exit(0 if loom_torch._C.build_info()['cuda_tensors'] else 1)" 2>/dev/null; then
+  log "# torch DDP step on CUDA tensors: loom vs nccl"
+  PYTHONPATH=$torch_py${PYTHONPATH:+:$PYTHONPATH} timeout 180 python3 tests/gpu/torch_ddp_cuda.py 2>&1 | tee -a "$results"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+else
+  log "# torch DDP on CUDA skipped: no loom_torch with CUDA tensors for this machine's torch in $torch_py"
+fi
 log "# run.sh: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -4,7 +4,8 @@
     dist.init_process_group("loom")           # env:// (torchrun), or init_method/store as usual
     dist.all_reduce(torch.ones(4))
 
-Importing this package registers the backend name "loom" for CPU tensors.  After a rank died,
+Importing this package registers the backend name "loom" for CPU tensors, and for CUDA tensors where
+loom and torch are both CUDA builds (each call runs on the caller's current CUDA stream).  After a rank died,
 loom_torch.shrink([loom_torch.failed_rank()]) makes a working group of the survivors (see their help).
 """
 import torch as _torch
@@ -45,9 +46,12 @@ def shrink(ranks_to_exclude, group=None, abort=True):
     # loom's backend for ProcessGroupGloo and crashes.  Register it as what it is: a custom backend.
     cpu = _torch.device("cpu")
     backend = pg._get_backend(cpu)
-    pg._register_backend(cpu, _dist.ProcessGroup.BackendType.CUSTOM, backend)
+    for device in ["cpu", "cuda"] if _C.build_info()["cuda_tensors"] else ["cpu"]:  # one backend serves both
+        pg._register_backend(_torch.device(device), _dist.ProcessGroup.BackendType.CUSTOM, backend)
     pg._set_default_backend(_dist.ProcessGroup.BackendType.CUSTOM)
     return pg
 
 if "loom" not in _dist.Backend.backend_list:
-    _dist.Backend.register_backend("loom", _C.create_backend, devices=["cpu"])
+    # CUDA tensors where loom and torch were both built with CUDA (they run on the caller's current stream).
+    _dist.Backend.register_backend("loom", _C.create_backend,
+                                   devices=["cpu", "cuda"] if _C.build_info()["cuda_tensors"] else ["cpu"])

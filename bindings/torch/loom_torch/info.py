@@ -16,7 +16,11 @@ def main():
     print(f"torch {torch.__version__} imported; loom_torch built against torch {info['built_against_torch']}")
     parts = ", ".join(f"{name} {'yes' if info[name] else 'no'}" for name in ("cuda", "ucx", "verbs", "hwloc"))
     print(f"optional parts: {parts}")
-    print("backend: \"loom\" for CPU tensors (init_process_group(\"loom\") or \"cpu:loom,cuda:nccl\")")
+    if info["cuda_tensors"]:
+        print("backend: \"loom\" for CPU and CUDA tensors (init_process_group(\"loom\"); CUDA calls run on the "
+              "current CUDA stream)")
+    else:
+        print("backend: \"loom\" for CPU tensors (init_process_group(\"loom\") or \"cpu:loom,cuda:nccl\")")
     if info["built_against_torch"] != torch.__version__:
         print("error: torch changed since loom_torch was built; rebuild it", file=sys.stderr)
         return 1

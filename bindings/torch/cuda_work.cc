@@ -88,7 +88,10 @@ c10::intrusive_ptr<c10d::Work> issueOnCurrentStream(loomComm_t comm, int rank, c
                                                     const std::function<loomResult_t(loomStream_t)>& issue,
                                                     const std::function<void()>& afterwards) {
   c10::DeviceGuard guard(device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  // torch's default stream is the null stream, which loom would take for "run now, on this thread":
+  // name it by its handle instead, so that the call still waits for the work before it on that stream.
+  if (stream == nullptr) stream = cudaStreamLegacy;
   const loomResult_t r = issue(reinterpret_cast<loomStream_t>(stream));
   if (r != loomSuccess) {
     const std::string message = loomGetLastError(comm);

@@ -7,8 +7,9 @@ set -euo pipefail
 py=$1 readme=$(realpath "$2") pkg=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-awk '/^```python/{n++; if(n==2){f=1;next}} /^```/{if(f){exit}} f' "$readme" > "$work/elastic.py"
-grep -q "loom_torch.shrink" "$work/elastic.py" || { echo "FAIL: README's second python block is not the elastic loop"; exit 1; }
+# The first python block after the "### Elastic training" heading.
+awk '/^### Elastic training/{s=1} s && /^```python/{f=1;next} /^```/{if(f){exit}} f' "$readme" > "$work/elastic.py"
+grep -q "loom_torch.shrink" "$work/elastic.py" || { echo "FAIL: README's Elastic training block is not the elastic loop"; exit 1; }
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cd "$work"
 pids=()

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -249,6 +250,39 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
   return loomSuccess;
 }
 
+// Copy bandwidth, measured locally: 512 KB stays in cache, 8 MB does not.  Once per process: it is the
+// machine's, and the 16 MB it copies through made 256 in-process ranks (loomCommInitAll) hold 4 GB.
+struct CopySpeeds {
+  double cacheGBs = 0, memGBs = 0;
+};
+
+static CopySpeeds copySpeeds() {
+  static std::mutex mu;
+  static CopySpeeds measured;
+  std::lock_guard<std::mutex> lock(mu);
+  if (measured.memGBs > 0) return measured;
+  using clock = std::chrono::steady_clock;
+  auto gbs = [](size_t bytes, clock::time_point a, clock::time_point b) {
+    return bytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(b - a).count());
+  };
+  const size_t small = 512u << 10, big = 8u << 20;
+  std::vector<char> a(big, 1), b(big, 2);
+  const CopyFn copy = reduceKernels().copy;
+  // Best of a few tries: on a shared machine one try can be preempted and read 100x too slow.
+  copy(b.data(), a.data(), small);
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = clock::now();
+    copy(b.data(), a.data(), small);
+    measured.cacheGBs = std::max(measured.cacheGBs, gbs(small, t0, clock::now()));
+  }
+  for (int i = 0; i < 4; ++i) {  // 4 x 8 MB: a few ms, and robust to one slow moment of a shared machine
+    auto t0 = clock::now();
+    copy(b.data(), a.data(), big);
+    measured.memGBs = std::max(measured.memGBs, gbs(big, t0, clock::now()));
+  }
+  return measured;
+}
+
 // Ranks per core on the most crowded machine (one kernel: hosts in network namespaces or containers on
 // it share its cores, and so do their socket copies), at least 1.  From every rank's description, so
 // that every rank's model, and so its choice, is the same.
@@ -271,9 +305,6 @@ loomResult_t tuneCostModel(loomComm* comm) {
     return loomSuccess;
   }
   using clock = std::chrono::steady_clock;
-  auto gbs = [](size_t bytes, clock::time_point a, clock::time_point b) {
-    return bytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(b - a).count());
-  };
   // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
     double stepUs, cacheGBs, memGBs, netStepUs, netGBs;
@@ -299,23 +330,9 @@ loomResult_t tuneCostModel(loomComm* comm) {
   }
   std::nth_element(perCall.begin(), perCall.begin() + calls / 2, perCall.end());  // the median call
   mine.stepUs = perCall[calls / 2] / (2.0 * (n - 1));
-  // Copy bandwidth, measured locally: 512 KB stays in cache, 8 MB does not.
-  const size_t small = 512u << 10, big = 8u << 20;
-  std::vector<char> a(big, 1), b(big, 2);
-  const CopyFn copy = reduceKernels().copy;
-  // Best of a few tries: on a shared machine one try can be preempted and read 100x too slow.
-  mine.cacheGBs = mine.memGBs = 0;
-  copy(b.data(), a.data(), small);
-  for (int i = 0; i < 4; ++i) {
-    auto t0 = clock::now();
-    copy(b.data(), a.data(), small);
-    mine.cacheGBs = std::max(mine.cacheGBs, gbs(small, t0, clock::now()));
-  }
-  for (int i = 0; i < 4; ++i) {  // 4 x 8 MB: a few ms, and robust to one slow moment of a shared machine
-    auto t0 = clock::now();
-    copy(b.data(), a.data(), big);
-    mine.memGBs = std::max(mine.memGBs, gbs(big, t0, clock::now()));
-  }
+  const CopySpeeds speeds = copySpeeds();
+  mine.cacheGBs = speeds.cacheGBs;
+  mine.memGBs = speeds.memGBs;
   mine.netStepUs = mine.netGBs = 0;
   LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));

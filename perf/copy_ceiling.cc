@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/size_arg.h"
+
 namespace {
 
 constexpr int kMaxRanks = 64;
@@ -52,17 +54,13 @@ double now() {
 }
 
 size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case ' ': break;
-    default: fprintf(stderr, "copy_ceiling: bad size '%s' (a number with an optional K, M or G)\n", s); exit(2);
+  size_t v = 0;
+  if (!loom::perf::parseSize(s, &v)) {
+    fprintf(stderr, "copy_ceiling: bad size '%s' (a number with an optional K, M or G)\n", s);
+    exit(2);
   }
   if (v < 1) { fprintf(stderr, "copy_ceiling: size '%s' must be at least 1 byte\n", s); exit(2); }
-  return static_cast<size_t>(v);
+  return v;
 }
 
 // Copies with non-temporal 16-byte stores (SSE2, every x86-64): the destination's lines are not read

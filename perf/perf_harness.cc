@@ -1,5 +1,6 @@
 #include "perf/perf_harness.h"
 #include "perf/perf_device.h"
+#include "perf/size_arg.h"
 
 #include <getopt.h>
 #include <sys/resource.h>
@@ -78,20 +79,6 @@ void usage(FILE* out, const char* prog) {
       "#wrong, then '# Avg bus bandwidth'.  Exit code 1 when any result was wrong, 2 for bad options, 3 when\n"
       "a call failed, 4 when the --csv or --json file could not be written.\n",
       prog);
-}
-
-bool parseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (end == s || v < 0) return false;
-  double mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1 << 10, ++end;
-  else if (*end == 'M' || *end == 'm') mult = 1 << 20, ++end;
-  else if (*end == 'G' || *end == 'g') mult = 1 << 30, ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
 }
 
 bool parseInt(const char* s, int lo, int hi, int* out) {

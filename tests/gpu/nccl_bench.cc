@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/size_arg.h"
+
 namespace {
 
 struct Options {
@@ -30,16 +32,6 @@ struct Options {
   bool device = true;
   size_t minBytes = 1 << 20, maxBytes = 256u << 20, factor = 4;
 };
-
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  const char unit = end != nullptr ? *end : 0;
-  if (unit == 'K' || unit == 'k') v *= 1024;
-  if (unit == 'M' || unit == 'm') v *= 1024 * 1024;
-  if (unit == 'G' || unit == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
-}
 
 bool parse(int argc, char** argv, Options* o) {
   if (argc < 2) return false;
@@ -49,9 +41,9 @@ bool parse(int argc, char** argv, Options* o) {
     const char* v = argv[i + 1];
     if (k == "--memory") o->device = std::strcmp(v, "host") != 0;
     else if (k == "--gpus") o->gpus = std::atoi(v);
-    else if (k == "-b") o->minBytes = parseSize(v);
-    else if (k == "-e") o->maxBytes = parseSize(v);
-    else if (k == "-f") o->factor = parseSize(v);
+    else if (k == "-b") { if (!loom::perf::parseSize(v, &o->minBytes)) return false; }
+    else if (k == "-e") { if (!loom::perf::parseSize(v, &o->maxBytes)) return false; }
+    else if (k == "-f") { if (!loom::perf::parseSize(v, &o->factor)) return false; }
     else if (k == "-n") o->iters = std::atoi(v);
     else if (k == "-w") o->warmup = std::atoi(v);
     else return false;

@@ -208,6 +208,12 @@ loomResult_t checkAlgoFilter() {
   return loomSuccess;
 }
 
+// GB/s of `bytes` moved since `start` (the time floored at 1 ns: a clock that reads no time at all).
+static double gbPerSecondSince(size_t bytes, std::chrono::steady_clock::time_point start) {
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return bytes / 1e3 / std::max(us, 1e-3);
+}
+
 // Across hosts: rank 0 and the first rank of another host time their connection, as the shm probe times
 // the slots: half the median round trip of one small message (a hand-over between hosts) and the best of
 // three one-way transfers of 4 MB, answered by one byte (the bandwidth of one connection, the copies in
@@ -244,8 +250,7 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
     const auto t0 = clock::now();
     LOOM_CHECK(transfer(first, big.data(), bytes));
     LOOM_CHECK(transfer(!first, small, 1));
-    const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
-    *gbs = std::max(*gbs, bytes / 1e3 / std::max(us, 1e-3));
+    *gbs = std::max(*gbs, gbPerSecondSince(bytes, t0));
   }
   return loomSuccess;
 }
@@ -262,9 +267,6 @@ static CopySpeeds copySpeeds() {
   std::lock_guard<std::mutex> lock(mu);
   if (measured.memGBs > 0) return measured;
   using clock = std::chrono::steady_clock;
-  auto gbs = [](size_t bytes, clock::time_point a, clock::time_point b) {
-    return bytes / 1e3 / std::max(1e-3, std::chrono::duration<double, std::micro>(b - a).count());
-  };
   const size_t small = 512u << 10, big = 8u << 20;
   std::vector<char> a(big, 1), b(big, 2);
   const CopyFn copy = reduceKernels().copy;
@@ -273,12 +275,12 @@ static CopySpeeds copySpeeds() {
   for (int i = 0; i < 4; ++i) {
     auto t0 = clock::now();
     copy(b.data(), a.data(), small);
-    measured.cacheGBs = std::max(measured.cacheGBs, gbs(small, t0, clock::now()));
+    measured.cacheGBs = std::max(measured.cacheGBs, gbPerSecondSince(small, t0));
   }
   for (int i = 0; i < 4; ++i) {  // 4 x 8 MB: a few ms, and robust to one slow moment of a shared machine
     auto t0 = clock::now();
     copy(b.data(), a.data(), big);
-    measured.memGBs = std::max(measured.memGBs, gbs(big, t0, clock::now()));
+    measured.memGBs = std::max(measured.memGBs, gbPerSecondSince(big, t0));
   }
   return measured;
 }

@@ -25,9 +25,7 @@ namespace {
   if (!call_.ok())                                                                                         \
     return setError(loomInvalidArgument, "%s: comm %p is not a live communicator (NULL, destroyed or not " \
                     "from loomCommInitRank)", fn, static_cast<const void*>(comm));                         \
-  if (comm->inProgress.load(std::memory_order_acquire))                                                    \
-    return setError(loomInProgress, "%s: the communicator's init or finalize is still running (config.blocking " \
-                    "= 0): wait until loomCommGetAsyncError no longer reports loomInProgress", fn);          \
+  LOOM_CHECK(checkNotInProgress(comm, fn));                                                                \
   if (comm->error != loomSuccess) return setError(comm->error, "%s: the communicator failed earlier: %s", fn, \
                                                   comm->errorMessage.c_str());                            \
   if (comm->finalized) return setError(loomInvalidUsage, "%s: the communicator was finalized (loomCommFinalize): " \

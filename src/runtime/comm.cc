@@ -228,6 +228,12 @@ void joinBackground(loomComm* comm) {
   if (comm->background.joinable()) comm->background.join();
 }
 
+loomResult_t checkNotInProgress(const loomComm* comm, const char* fn) {
+  if (!comm->inProgress.load(std::memory_order_acquire)) return loomSuccess;
+  return setError(loomInProgress, "%s: the communicator's init or finalize is still running (config.blocking = 0): "
+                  "wait until loomCommGetAsyncError no longer reports loomInProgress", fn);
+}
+
 void commFree(loomComm* comm, bool drop) {
   unregisterComm(comm);
   comm->abortFlag.store(true);

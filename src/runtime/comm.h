@@ -62,6 +62,8 @@ void commFree(loomComm* comm, bool drop);
 loomResult_t runInBackground(loomComm* comm, std::function<loomResult_t(loomComm*)> work);
 // Waits for the background work, if any (bounded: it is bounded by the timeout and the abort flag).
 void joinBackground(loomComm* comm);
+// loomInProgress, with a message naming `fn`, while that work runs; else loomSuccess.
+loomResult_t checkNotInProgress(const loomComm* comm, const char* fn);
 
 // Starts the bootstrap root of a new id on a detached thread.
 loomResult_t startRoot(const UniqueIdData& id, int listenFd, double timeoutSec);

@@ -63,9 +63,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanks, int nExclu
   if (!call.ok())
     return setError(loomInvalidArgument, "loomCommShrink: comm %p is not a live communicator",
                     static_cast<const void*>(comm));
-  if (comm->inProgress.load(std::memory_order_acquire))
-    return setError(loomInProgress, "loomCommShrink: the communicator's init or finalize is still running "
-                    "(config.blocking = 0)");
+  LOOM_CHECK(checkNotInProgress(comm, "loomCommShrink"));
   std::vector<char> excluded;
   LOOM_CHECK(checkShrinkArgs(comm, excludeRanks, nExclude, flags, &excluded));
   if (config != nullptr) LOOM_CHECK(checkInitArgs(newcomm, 1, 0, config, "loomCommShrink"));

@@ -34,13 +34,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# collective -> (perf tool, gloo_bench name, title)
+# collective -> (perf tool, gloo_bench name, title, placement).  Every library runs a collective in the
+# placement torch's API gives it (gloo_bench.py): all_reduce and broadcast in place (a tensor is its own
+# output), the others out of place.  Out of place, a broadcast's root first copies its input to its
+# output (loom and the MPI perf tool; torch has no such call), which on the network configurations cost
+# loom ~0.1 CPU s/GB that Gloo never paid.
 COLLECTIVES = {
-    "all_reduce": ("all_reduce_perf", "all_reduce", "allreduce"),
-    "all_gather": ("all_gather_perf", "all_gather", "allgather"),
-    "reduce_scatter": ("reduce_scatter_perf", "reduce_scatter", "reducescatter"),
-    "broadcast": ("broadcast_perf", "broadcast", "broadcast"),
-    "alltoall": ("alltoall_perf", "alltoall", "alltoall"),
+    "all_reduce": ("all_reduce_perf", "all_reduce", "allreduce", "in"),
+    "all_gather": ("all_gather_perf", "all_gather", "allgather", "out"),
+    "reduce_scatter": ("reduce_scatter_perf", "reduce_scatter", "reducescatter", "out"),
+    "broadcast": ("broadcast_perf", "broadcast", "broadcast", "in"),
+    "alltoall": ("alltoall_perf", "alltoall", "alltoall", "out"),
 }
 # name -> (kind, ranks or hosts, ranks per host)
 CONFIGS = {"shm2": ("shm", 2, 2), "shm4": ("shm", 4, 4), "shm8": ("shm", 8, 8), "net2": ("net", 2, 1),
@@ -181,7 +185,8 @@ def run_perf_tools(args, host, backend, collectives, workdir):
             out = os.path.join(workdir, f"{coll}.{backend}.{k}.json")
             cmd = host.mpirun(backend == "mpi") + [tool, "-b", sweep["b"], "-e", sweep["e"], "-f", sweep["f"],
                                                    "-n", str(sweep["iters"]), "-w", str(sweep["warmup"]), "-c", "0",
-                                                   "-d", "float", "-o", "sum", "-B", backend, "--placement", "out",
+                                                   "-d", "float", "-o", "sum", "-B", backend,
+                                                   "--placement", COLLECTIVES[coll][3],
                                                    "--json", out]
             run(cmd, args.timeout)
             with open(out) as f:
@@ -334,7 +339,8 @@ def write_markdown(data, tables, path):
              f"{m['openmpi']}; torch {m['torch']} (Gloo); loom {m['loom']}.  Measured by `perf/report.py` in one "
              f"run of {data['elapsed_s'] / 60:.1f} minutes, {data['repeats']} alternating repeats per point; each "
              "figure is the median, ± the half-range of the repeats relative to it.", "",
-             "Float32, sum where the collective reduces, out of place; size and busbw as nccl-tests define them "
+             "Float32, sum where the collective reduces; allreduce and broadcast in place, the others out of place, "
+             "as torch's API runs them (a tensor is its own output); size and busbw as nccl-tests define them "
              "(busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and alltoall, 1 for "
              "broadcast).  OpenMPI runs its own `MPI_*` collective (default tuned; btl vader on one host, tcp "
              "across hosts); Gloo is PyTorch's gloo backend; loom makes its automatic choice.  limit: single-core "

@@ -14,7 +14,13 @@ namespace loom {
 
 namespace {
 std::atomic<int> gLocalRanks{1};
+std::atomic<bool> gNetworkPeers{false};
+
+bool oversubscribed() {
+  static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return gLocalRanks.load(std::memory_order_relaxed) > cores;
 }
+}  // namespace
 
 void setLocalRanksPerCore(int localRanks) {
   int cur = gLocalRanks.load();
@@ -26,14 +32,16 @@ int spinMicroseconds(Producer producer) {
   int64_t p = params().SPIN_US;
   if (p >= 0) return static_cast<int>(p);
   if (producer == Producer::kOwnThread) return 0;
-  static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   // With more ranks than cores a spinning waiter steals the very core its peer needs to answer.
-  return gLocalRanks.load(std::memory_order_relaxed) > cores ? 0 : 50;
+  return oversubscribed() ? 0 : 50;
 }
+
+void setNetworkPeers() { gNetworkPeers.store(true, std::memory_order_relaxed); }
 
 int yieldMicroseconds() {
   int64_t p = params().YIELD_US;
-  return p >= 0 ? static_cast<int>(p) : 0;
+  if (p >= 0) return static_cast<int>(p);
+  return oversubscribed() && gNetworkPeers.load(std::memory_order_relaxed) ? 0 : 1000;
 }
 
 void yieldCore() { sched_yield(); }

@@ -34,6 +34,22 @@ TEST(Wait, NoSpinningOnOurOwnIoThreadUnlessAsked) {
   EXPECT_EQ(spinMicroseconds(Producer::kPeer), 7);
 }
 
+// Ranks woken by the network wait behind yielding ranks (base/wait.h): with more ranks than cores and a
+// communicator across hosts, nobody yields, unless LOOM_YIELD_US asks for it.
+TEST(Wait, NoYieldingWhenOversubscribedAcrossHosts) {
+  {
+    testing::ScopedEnv env{{"LOOM_YIELD_US", nullptr}};
+    paramsReloadForTesting();
+    setLocalRanksPerCore(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1);  // more ranks than cores
+    EXPECT_EQ(yieldMicroseconds(), 1000) << "ranks of one host yield to each other";
+    setNetworkPeers();
+    EXPECT_EQ(yieldMicroseconds(), 0) << "a rank woken by the network must not wait behind yielders";
+  }
+  testing::ScopedEnv env{{"LOOM_YIELD_US", "7"}};
+  paramsReloadForTesting();
+  EXPECT_EQ(yieldMicroseconds(), 7) << "asked for";
+}
+
 // A wait on a thread of ours ends when the thread publishes, through the yield or the futex phase.
 TEST(Wait, OwnThreadWaitEndsWhenThePosterPublishes) {
   std::atomic<uint32_t> word{0}, sleeping{0};

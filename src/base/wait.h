@@ -54,15 +54,17 @@ enum class Producer { kPeer, kOwnThread };
 // the cores).
 void setLocalRanksPerCore(int localRanks);
 int spinMicroseconds(Producer producer = Producer::kPeer);
-// A communicator of this process has ranks on other hosts.  Their data arrives by a wake-up from poll()
-// (a socket) or from a thread, and a woken rank must then get a core from whoever holds it.  A rank
-// that yields in a loop keeps holding it: the scheduler (EEVDF, Linux 6.6+) lets a woken task wait up
-// to a whole time slice behind a yielding one.  So when ranks outnumber the cores, nobody yields in such
-// a process: every wait sleeps after its spin (2 hosts x 2 ranks on 2 cores, 8-byte broadcast, median of
-// 4 runs: 215 us with 1 ms of yielding, 30 us without; perf sched: runnable ranks waited 1-1.5 ms on
-// average in the slow runs).  Ranks of one host all stay runnable while they yield, and there yielding
-// pays (4 ranks, 8-byte broadcast: 2-3 us yielding, 7-9 us sleeping).
-void setNetworkPeers();
+// A communicator of this process has ranks both on this host and on others: its ranks wait on each
+// other through shared memory and on the network through poll().  A rank woken, by a packet or by a
+// futex, must then get a core from whoever holds it, and a rank that yields in a loop keeps holding it:
+// the scheduler (EEVDF, Linux 6.6+) may let the woken rank wait a whole time slice.  Measured with more
+// ranks than cores (2 cores): 2 hosts x 2 ranks, 8-byte broadcast, median of 4 runs: 215 us with 1 ms
+// of yielding, 30 us without (perf sched: runnable ranks waited 1-1.5 ms on average in the slow runs);
+// allreduce 0.5-32 MB 5-20% faster without.  So in such a process nobody yields when ranks outnumber the
+// cores.  Where every rank of the host waits alike, all stay runnable while they yield and yielding
+// pays: 4 ranks on one host, 8-byte broadcast 2-3 us yielding, 7-9 us sleeping; 4 hosts x 1 rank,
+// allreduce 4-64 MB 10-20% faster yielding.
+void setHostAndNetworkPeers();
 // Microseconds a waiting rank yields its core before it sleeps (LOOM_YIELD_US, -1: the rule above).
 int yieldMicroseconds();
 

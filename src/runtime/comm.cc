@@ -146,7 +146,7 @@ loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const CommParent*
   setLocalRanksPerCore(static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
     return p.machineHash == comm->peers[rank].machineHash;
   })));
-  if (comm->localRanks < nranks) setNetworkPeers();
+  if (comm->localRanks > 1 && comm->localRanks < nranks) setHostAndNetworkPeers();
   LOOM_CHECK(checkAlgoFilter());
   LOOM_CHECK(checkNetChoice());
   const double bootstrapMs = msSince(t0);

@@ -34,15 +34,15 @@ TEST(Wait, NoSpinningOnOurOwnIoThreadUnlessAsked) {
   EXPECT_EQ(spinMicroseconds(Producer::kPeer), 7);
 }
 
-// Ranks woken by the network wait behind yielding ranks (base/wait.h): with more ranks than cores and a
-// communicator across hosts, nobody yields, unless LOOM_YIELD_US asks for it.
-TEST(Wait, NoYieldingWhenOversubscribedAcrossHosts) {
+// Woken ranks wait behind yielding ones (base/wait.h): with more ranks than cores and a communicator
+// with ranks on this host and on others, nobody yields, unless LOOM_YIELD_US asks for it.
+TEST(Wait, NoYieldingWhenOversubscribedOnHostAndNetwork) {
   {
     testing::ScopedEnv env{{"LOOM_YIELD_US", nullptr}};
     paramsReloadForTesting();
     setLocalRanksPerCore(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1);  // more ranks than cores
     EXPECT_EQ(yieldMicroseconds(), 1000) << "ranks of one host yield to each other";
-    setNetworkPeers();
+    setHostAndNetworkPeers();
     EXPECT_EQ(yieldMicroseconds(), 0) << "a rank woken by the network must not wait behind yielders";
   }
   testing::ScopedEnv env{{"LOOM_YIELD_US", "7"}};

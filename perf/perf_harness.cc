@@ -274,6 +274,14 @@ struct Runner {
     return r == loomSuccess;
   }
 
+  // A one-element allreduce: every rank returns once all have called it.
+  bool libraryBarrier() const {
+    float one = 1.0f;
+    loomResult_t r = loomAllReduce(&one, &one, 1, loomFloat32, loomSum, comm, nullptr);
+    if (r != loomSuccess) std::fprintf(stderr, "rank %d: %s\n", rank, loomGetLastError(comm));
+    return r == loomSuccess;
+  }
+
   // Mean time per call in microseconds (combined over ranks per -a), and wrong elements over all ranks.
   // perIter (rank 0) gets each timed iteration's time on the slowest rank.
   // *cpuSec: CPU seconds (user + system, every thread of every rank) per timed call.
@@ -282,6 +290,11 @@ struct Runner {
     for (int i = 0; i < o.warmup; ++i)
       if (!run(b, inPlace, type, op)) return false;
     MPI_Barrier(MPI_COMM_WORLD);
+    // Then the measured library's own barrier, so that the timed calls start as that library releases its
+    // ranks: with more ranks than cores, ranks leave OpenMPI's barrier milliseconds apart (its waiters
+    // poll for their turn), and 20 timed calls of loom's 8-byte broadcast at 2 hosts x 2 ranks then took
+    // 150 us each where 300 took 30.
+    if (!o.mpiBackend && !libraryBarrier()) return false;
     // Each iteration is timed only when --csv asks for it: a clock read per call would weigh on the
     // sub-microsecond sizes of every other run.
     const bool perIteration = !o.csvPath.empty();

@@ -297,6 +297,13 @@ static double busiestMachine(const loomComm* comm) {
   return most;
 }
 
+// Whether this rank is the first (lowest) of its machine's ranks.
+static bool firstOnMachine(const loomComm* comm) {
+  for (int r = 0; r < comm->rank; ++r)
+    if (comm->peers[r].machineHash == comm->peers[comm->rank].machineHash) return false;
+  return true;
+}
+
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
   m.hostDirectPostMin = comm->costModel.hostDirectPostMin;  // the runtime's, from the transports
@@ -314,8 +321,12 @@ loomResult_t tuneCostModel(loomComm* comm) {
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
   // What a step costs inside a collective (all ranks sending at once, as they do there): time a few
-  // one-element ring allreduces, 2(n-1) steps each, after two untimed ones that wait for every rank.
-  const int n = comm->nranks, calls = 8;
+  // one-element ring allreduces, 2(n-1) steps each, after untimed ones that wait for every rank.  Eight
+  // calls (the median one counts) up to 8 ranks; with more, fewer calls of more steps each, about 64
+  // steps in all and at least one call (a call's steps are averaged): 10 calls of 510 steps each made
+  // most of a 256-process init (4 s of 8).
+  const int n = comm->nranks;
+  const int calls = n <= 8 ? 8 : std::max(1, 64 / (2 * (n - 1))), warmups = n <= 8 ? 2 : 1;
   float value = 1.0f;
   CollArgs tiny{};
   tiny.coll = CollType::AllReduce;
@@ -325,30 +336,40 @@ loomResult_t tuneCostModel(loomComm* comm) {
   tiny.type = loomFloat32;
   tiny.op = loomMax;
   std::vector<double> perCall;
-  for (int i = -2; i < calls; ++i) {
+  for (int i = -warmups; i < calls; ++i) {
     auto s0 = clock::now();
     LOOM_CHECK(ringAllReduce(comm, tiny));
     if (i >= 0) perCall.push_back(std::chrono::duration<double, std::micro>(clock::now() - s0).count());
   }
   std::nth_element(perCall.begin(), perCall.begin() + calls / 2, perCall.end());  // the median call
   mine.stepUs = perCall[calls / 2] / (2.0 * (n - 1));
-  const CopySpeeds speeds = copySpeeds();
-  mine.cacheGBs = speeds.cacheGBs;
-  mine.memGBs = speeds.memGBs;
+  // The copy speeds are the machine's: its first rank measures them (each process that measures
+  // allocates and copies through 16 MB, 10-20 ms of a core: seconds for hundreds of processes on a few
+  // cores), the others publish 0.
+  mine.cacheGBs = mine.memGBs = 0;
+  if (firstOnMachine(comm)) {
+    const CopySpeeds speeds = copySpeeds();
+    mine.cacheGBs = speeds.cacheGBs;
+    mine.memGBs = speeds.memGBs;
+  }
   mine.netStepUs = mine.netGBs = 0;
   LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
-  // Every rank combines them the same way: rank 0's latency, the median copy speeds (robust to one
-  // rank that was descheduled while it measured).
+  // Every rank combines them the same way: rank 0's latency, the median of the machines' copy speeds
+  // (robust to one that was descheduled while it measured).
   m.stepUs = all[0].stepUs;
-  auto median = [&](double Probe::*field) {
+  // (Rank 0 is first on its machine, so one speed at least is there; a clock that read no time keeps
+  // the model's constant.)
+  auto median = [&](double Probe::*field, double fallback) {
     std::vector<double> v;
-    for (const Probe& p : all) v.push_back(p.*field);
+    for (const Probe& p : all)
+      if (p.*field > 0) v.push_back(p.*field);
+    if (v.empty()) return fallback;
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  m.cacheCopyGBs = median(&Probe::cacheGBs);
-  m.memCopyGBs = median(&Probe::memGBs);
+  m.cacheCopyGBs = median(&Probe::cacheGBs, m.cacheCopyGBs);
+  m.memCopyGBs = median(&Probe::memGBs, m.memCopyGBs);
   m.probed = true;
   if (all[0].netGBs > 0) {  // rank 0 timed the network (the job spans hosts)
     m.netStepUs = all[0].netStepUs;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/incoming_frames.h"
 #include "base/log.h"
@@ -43,6 +44,10 @@ BootstrapHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int
 
 // A Table frame with this tag lists the ranks that never joined, instead of the table.
 constexpr int kMissingTag = 1;
+
+// An allgather round of at most this many bytes is sent before the receive, from the rank's own thread:
+// a fresh loopback or LAN connection takes that much without a reader (socket buffers of 16 KB and more).
+constexpr size_t kInlineGatherBytes = 8 << 10;
 
 Deadline earlier(const Deadline& a, double seconds) {
   Deadline b = Deadline::afterSeconds(seconds);
@@ -156,15 +161,15 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   b->nranks_ = nranks;
   b->timeoutSec_ = timeoutSec;
   b->abort_ = abort;
-  // What may arrive at our listener: ring connections, point-to-point messages, failure notices and
+  // What may arrive at our listener: point-to-point messages, allgather rounds, failure notices and
   // liveness pings of this job; anything else is dropped (a port scanner, an old job) and logged.
   b->incoming_ = std::make_unique<IncomingFrames>("rank " + std::to_string(rank), [b = b.get()](
       const BootstrapHeader& h, std::string* why) -> long long {
     if (!validateBootstrapHeader(h, b->id_.secret, b->nranks_, why)) return -1;
     switch (static_cast<FrameType>(h.type)) {
-      case FrameType::Ring:
       case FrameType::Ping: return 0;
       case FrameType::P2p:
+      case FrameType::Gather:
       case FrameType::Failure: return static_cast<long long>(h.length);
       default: return *why = "unexpected frame type " + std::to_string(h.type), -1;
     }
@@ -223,62 +228,12 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   LOOM_INFO(kBootstrap, "rank %d/%d listens on %s (%s), root %s", rank, nranks, me.toString().c_str(), iface.c_str(),
             root.toString().c_str());
 
-  if (nranks > 1) {
-    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    // Every rank listens before it says hello to the root, so a refused connection now means the rank
-    // is gone: no retrying until the timeout.
-    r = connectSocket(b->peers_[next].unpack(), d, abort, &b->ringSendFd_, /*retryRefused=*/false);
-    if (r != loomSuccess)
-      setError(r, "bootstrap: rank %d cannot reach rank %d (%s) to form the ring: %s", rank, next,
-               b->peerAddress(next).c_str(), std::string(lastErrorDetail()).c_str());
-    if (r == loomSuccess) r = b->writeFrame(b->ringSendFd_, FrameType::Ring, 0, nullptr, 0, d, "bootstrap: ring hello");
-    if (r != loomSuccess) return b->blameAndAnnounce(r, next);
-    auto lastKnock = Deadline::Clock::now();
-    while (b->ringRecvFd_ < 0) {
-      for (auto it = b->unexpected_.begin(); it != b->unexpected_.end(); ++it) {
-        if (it->type == FrameType::Ring && it->from == prev) {
-          b->ringRecvFd_ = it->fd;
-          b->unexpected_.erase(it);
-          break;
-        }
-      }
-      if (b->ringRecvFd_ >= 0) break;
-      int culprit = -1, from = -1;
-      const size_t queued = b->unexpected_.size();
-      const bool failed = b->failureAnnounced(&culprit, &from);  // also takes in whatever is pending
-      if (!failed && b->unexpected_.size() != queued) continue;
-      if (failed) {
-        setError(loomRemoteError, "bootstrap: rank %d announced that rank %d failed", from, culprit);
-        return b->blameAndAnnounce(loomRemoteError, from);
-      }
-      {
-        QuietErrors quiet;  // a slice ending is not news
-        r = b->acceptOne(earlier(d, 0.2));
-      }
-      if (r == loomTimeout && !d.expired()) {
-        // Once a second: a previous rank that died before connecting would otherwise cost the timeout.
-        if (Deadline::Clock::now() - lastKnock < std::chrono::seconds(1)) continue;
-        lastKnock = Deadline::Clock::now();
-        if (b->peerAlive(prev)) continue;
-        setError(loomRemoteError, "bootstrap: rank %d (%s) is gone before joining the ring", prev,
-                 b->peerAddress(prev).c_str());
-        return b->blameAndAnnounce(loomRemoteError, prev);
-      }
-      if (r == loomTimeout)
-        setError(r, "bootstrap: rank %d waited LOOM_TIMEOUT for rank %d (%s) to join the ring", rank, prev,
-                 b->peerAddress(prev).c_str());
-      if (r != loomSuccess) return b->blameAndAnnounce(r, prev);
-    }
-  }
   *out = std::move(b);
   return loomSuccess;
 }
 
 Bootstrap::~Bootstrap() {
   closeSocket(&listenFd_);
-  closeSocket(&ringSendFd_);
-  closeSocket(&ringRecvFd_);
-  for (auto& m : unexpected_) closeSocket(&m.fd);
 }
 
 std::string Bootstrap::peerAddress(int peer) const {
@@ -314,38 +269,48 @@ loomResult_t Bootstrap::acceptOne(const Deadline& d) {
       close(f.fd);
       continue;
     }
-    Message m{type, f.header.from, f.header.tag, std::move(f.payload), -1};
-    if (type == FrameType::Ring) m.fd = f.fd;  // the ring's data follows on this connection
-    else close(f.fd);
-    unexpected_.push_back(std::move(m));
+    close(f.fd);
+    unexpected_.push_back(Message{type, f.header.from, f.header.tag, std::move(f.payload)});
     return loomSuccess;
   }
 }
 
 loomResult_t Bootstrap::send(int peer, int tag, const void* data, size_t len) {
+  return sendFrame(FrameType::P2p, peer, tag, data, len, abort_);
+}
+
+loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len, bool despiteFailures) {
+  return recvFrame(FrameType::P2p, peer, tag, data, len, despiteFailures);
+}
+
+loomResult_t Bootstrap::sendFrame(FrameType type, int peer, int tag, const void* data, size_t len,
+                                  const std::atomic<bool>* stop) {
   Deadline d = deadline();
   int fd = -1;
   // The peer has listened since before the table existed: refused means it is gone (no retrying).
-  loomResult_t r = connectSocket(peers_[peer].unpack(), d, abort_, &fd, /*retryRefused=*/false);
+  loomResult_t r = connectSocket(peers_[peer].unpack(), d, stop, &fd, /*retryRefused=*/false);
   if (r != loomSuccess) {
     r = setError(r, "bootstrap: rank %d cannot reach rank %d at %s: %s", rank_, peer, peerAddress(peer).c_str(),
                  std::string(lastErrorDetail()).c_str());
     setLastErrorPeer(peer);
     return r;
   }
-  r = writeFrame(fd, FrameType::P2p, tag, data, len, d, "bootstrap: send");
+  const BootstrapHeader h = makeHeader(id_, type, rank_, tag, len);
+  r = sendAll(fd, &h, sizeof h, d, stop, "bootstrap: send");
+  if (r == loomSuccess && len > 0) r = sendAll(fd, data, len, d, stop, "bootstrap: send");
   closeSocket(&fd);
   return r;
 }
 
-loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len, bool despiteFailures) {
+loomResult_t Bootstrap::recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures) {
   Deadline d = deadline();
   for (;;) {
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      if (it->type != FrameType::P2p || it->from != peer || it->tag != tag) continue;
+      if (it->type != type || it->from != peer || it->tag != tag) continue;
       if (it->payload.size() != len)
-        return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu",
-                        rank_, len, peer, tag, it->payload.size());
+        return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu%s",
+                        rank_, len, peer, tag, it->payload.size(),
+                        type == FrameType::Gather ? "; do all ranks call the same collective?" : "");
       if (len > 0) std::memcpy(data, it->payload.data(), len);
       unexpected_.erase(it);
       return loomSuccess;
@@ -387,7 +352,7 @@ loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len, bool des
 loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
   if (nranks_ == 1) return loomSuccess;
   int lost = -1;
-  const loomResult_t r = ringAllGather(data, bytesPerRank, &lost);
+  const loomResult_t r = logAllGather(data, bytesPerRank, &lost);
   return r == loomSuccess || lost < 0 ? r : blameAndAnnounce(r, lost);
 }
 
@@ -494,70 +459,49 @@ loomResult_t Bootstrap::blameAndAnnounce(loomResult_t r, int lost) {
                   peerAddress(culprit).c_str(), lost, detail.c_str());
 }
 
-loomResult_t Bootstrap::ringAllGather(void* data, size_t bytesPerRank, int* lost) {
+// Bruck's allgather: before the round of distance d (1, 2, 4, ...), rank r holds the slots of ranks r,
+// r+1, ..., r+d-1 (mod n); it sends the first min(d, n-d) of them to rank r-d and receives as many from
+// rank r+d, which holds r+d onwards.  ceil(log2 n) rounds where a ring takes n-1: with many ranks per
+// core each round costs every rank a turn on a core, and init makes four allgathers (256 processes on
+// 2 cores: the ring's took 0.6-1.8 s each).  Every rank still sends and receives n-1 slots in all.
+loomResult_t Bootstrap::logAllGather(void* data, size_t bytesPerRank, int* lost) {
   char* base = static_cast<char*>(data);
-  Deadline d = deadline();
-  int prev = (rank_ + nranks_ - 1) % nranks_;
-  for (int step = 0; step < nranks_ - 1; ++step) {
-    int sendSlot = (rank_ - step + nranks_) % nranks_;
-    int recvSlot = (rank_ - step - 1 + 2 * nranks_) % nranks_;
-    int tag = static_cast<int>(ringSeq_++ & 0x7fffffff);
-    // Send and receive at once so that large slots cannot deadlock the ring on full socket buffers.
-    BootstrapHeader sh = makeHeader(id_, FrameType::RingData, rank_, tag, bytesPerRank), rh{};
-    struct Io {
-      char* p;
-      size_t left;
-    } out[2] = {{reinterpret_cast<char*>(&sh), sizeof(sh)}, {base + sendSlot * bytesPerRank, bytesPerRank}},
-      in[2] = {{reinterpret_cast<char*>(&rh), sizeof(rh)}, {base + recvSlot * bytesPerRank, bytesPerRank}};
-    int oi = 0, ii = 0;
-    while (oi < 2 || ii < 2) {
-      while (oi < 2 && out[oi].left == 0) ++oi;
-      while (ii < 2 && in[ii].left == 0) {
-        if (++ii == 1) {  // header complete: check it before trusting the payload
-          std::string why;
-          if (!validateBootstrapHeader(rh, id_.secret, nranks_, &why) || rh.from != prev ||
-              rh.type != static_cast<uint16_t>(FrameType::RingData) || rh.tag != tag || rh.length != bytesPerRank)
-            return setError(loomInvalidUsage, "bootstrap allgather: rank %d got a bad frame from rank %d (%s); do "
-                            "all ranks call the same collective?", rank_, prev, why.empty() ? "size or sequence" : why.c_str());
-        }
-      }
-      if (oi == 2 && ii == 2) break;
-      pollfd p[3];
-      int np = 0;
-      if (oi < 2) p[np++] = {ringSendFd_, POLLOUT, 0};
-      if (ii < 2) p[np++] = {ringRecvFd_, POLLIN, 0};
-      p[np++] = {listenFd_, POLLIN, 0};  // a failure notice ends the wait at once
-      if (abort_ && abort_->load()) return setError(loomRemoteError, "bootstrap allgather: communicator aborted");
-      int rc = poll(p, np, d.remainingMs(100));
-      if (rc < 0 && errno != EINTR) return setError(loomSystemError, "bootstrap allgather: poll: %s", strerror(errno));
-      if (rc <= 0) {
-        if (d.expired())
-          return *lost = prev, setError(loomTimeout, "bootstrap allgather: rank %d waited LOOM_TIMEOUT on rank %d (%s)",
-                                        rank_, prev, peerAddress(prev).c_str());
-        continue;
-      }
-      for (int k = 0; k < np; ++k) {
-        if (p[k].revents == 0) continue;
-        int culprit = -1, from = -1;
-        if (p[k].fd == listenFd_ && failureAnnounced(&culprit, &from))
-          return *lost = from, setError(loomRemoteError, "bootstrap allgather: rank %d announced that rank %d failed",
-                                        from, culprit);
-        if (p[k].fd == ringSendFd_ && oi < 2) {
-          ssize_t n = ::send(ringSendFd_, out[oi].p, out[oi].left, MSG_NOSIGNAL | MSG_DONTWAIT);
-          if (n > 0) out[oi].p += n, out[oi].left -= static_cast<size_t>(n);
-          else if (n < 0 && errno != EAGAIN && errno != EINTR)
-            return *lost = (rank_ + 1) % nranks_,
-                   setError(loomRemoteError, "bootstrap allgather: rank %d lost its connection to rank %d: %s", rank_,
-                            (rank_ + 1) % nranks_, strerror(errno));
-        } else if (p[k].fd == ringRecvFd_ && ii < 2) {
-          ssize_t n = ::recv(ringRecvFd_, in[ii].p, in[ii].left, MSG_DONTWAIT);
-          if (n > 0) in[ii].p += n, in[ii].left -= static_cast<size_t>(n);
-          else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            return *lost = prev, setError(loomRemoteError, "bootstrap allgather: rank %d (%s) closed its connection to "
-                                          "rank %d", prev, peerAddress(prev).c_str(), rank_);
-        }
-      }
+  const int n = nranks_;
+  const uint32_t call = gatherSeq_++;
+  std::vector<char> out, in;
+  for (int d = 1, round = 0; d < n; d *= 2, ++round) {
+    const size_t count = static_cast<size_t>(std::min(d, n - d)), bytes = count * bytesPerRank;
+    const int to = (rank_ - d + n) % n, from = (rank_ + d) % n;
+    const int tag = static_cast<int>(((call << 5) | static_cast<uint32_t>(round)) & 0x7fffffffu);
+    out.resize(bytes);
+    in.resize(bytes);
+    for (size_t k = 0; k < count; ++k)
+      std::memcpy(out.data() + k * bytesPerRank, base + ((rank_ + k) % n) * bytesPerRank, bytesPerRank);
+    // Every rank sends before it receives: a message larger than what a fresh connection's buffers take
+    // goes from a thread of its own, or every rank of a cycle would wait in its send for a receiver
+    // that waits in its own send.
+    // The thread stops once the receive failed (or the communicator was aborted, which ends the
+    // receive); its failure's message is its own thread's, so it is passed back.
+    loomResult_t sent = loomSuccess, got = loomSuccess;
+    std::string sendWhy;
+    std::atomic<bool> giveUp{false};
+    auto sendRound = [&](const std::atomic<bool>* stop) {
+      sent = sendFrame(FrameType::Gather, to, tag, out.data(), bytes, stop);
+      if (sent != loomSuccess) sendWhy = lastErrorDetail();
+    };
+    if (bytes <= kInlineGatherBytes) {
+      sendRound(abort_);
+      if (sent == loomSuccess) got = recvFrame(FrameType::Gather, from, tag, in.data(), bytes, false);
+    } else {
+      std::thread sender(sendRound, &giveUp);
+      got = recvFrame(FrameType::Gather, from, tag, in.data(), bytes, false);
+      if (got != loomSuccess) giveUp.store(true);
+      sender.join();
     }
+    if (got != loomSuccess) return *lost = from, got;
+    if (sent != loomSuccess) return *lost = to, setError(sent, "%s", sendWhy.c_str());
+    for (size_t k = 0; k < count; ++k)
+      std::memcpy(base + ((from + k) % n) * bytesPerRank, in.data() + k * bytesPerRank, bytesPerRank);
   }
   return loomSuccess;
 }

@@ -2,11 +2,11 @@
 //
 //   1. Every rank opens a listener and sends (rank, nranks, listener address) to the root, whose address
 //      is in the unique id; the root answers each rank with the table of all listeners.
-//   2. Each rank connects to the next rank's listener: a ring used for allGather/barrier.
-//      When a ring connection breaks, the rank tells its ring neighbours which rank failed before it
-//      gives up (each survivor then names the rank that died, not the neighbour that left after it).
-//   3. send/recv(peer, tag) carry small point-to-point messages (transport connection setup), each over
+//   2. send/recv(peer, tag) carry small point-to-point messages (transport connection setup), each over
 //      a short-lived connection; messages that arrive before they are asked for are kept.
+//   3. allGather/barrier exchange in ceil(log2 n) rounds of such messages (Bruck's algorithm).  A rank
+//      that finds a peer gone tells every rank which rank failed before it gives up (each survivor then
+//      names the rank that died, not a rank that gave up after it).
 // Every frame carries the communicator secret and a bounded length; anything else is dropped and logged.
 // Every wait is bounded by the deadline the communicator gives (LOOM_TIMEOUT) and by its abort flag.
 #pragma once
@@ -23,10 +23,10 @@
 namespace loom {
 class IncomingFrames;
 
-// Failure: "I am leaving the ring because rank X failed", sent to the ring neighbours by a rank whose
-// ring connection broke, so that the failure that spreads around the ring is reported as X's.
-// Ping: a liveness check (peerAlive), dropped on arrival.
-enum class FrameType : uint16_t { Hello = 1, Table = 2, Ring = 3, P2p = 4, RingData = 5, Failure = 6, Ping = 7 };
+// Failure: "I am giving up because rank X failed", sent by a rank that lost a peer, so that a failure
+// that spreads from rank to rank is reported as X's.  Gather: one round of allGather.
+// Ping: a liveness check (peerAlive), dropped on arrival.  (3 was a ring connection's hello.)
+enum class FrameType : uint16_t { Hello = 1, Table = 2, P2p = 4, Gather = 5, Failure = 6, Ping = 7 };
 
 struct BootstrapHeader {
   uint32_t magic;
@@ -72,8 +72,8 @@ class Bootstrap {
 
   // Failure notices (FrameType::Failure), so that a failure spreading from rank to rank is reported as
   // the first one.  blame(lost): the rank that `lost` announced as failed before it let go of its
-  // connections, else `lost` itself.  announceFailure(culprit): tells the ring neighbours, or every rank,
-  // that `culprit` failed; best effort, a second at most.
+  // connections, else `lost` itself.  announceFailure(culprit): tells its two neighbours in rank order,
+  // or every rank, that `culprit` failed; best effort, a second at most.
   int blame(int lost);
   // Whether some rank announced a failure (looks at the listener without waiting): *culprit is the rank
   // it named, *from the announcer.
@@ -91,18 +91,22 @@ class Bootstrap {
     int from;
     int tag;
     std::vector<char> payload;
-    int fd;  // for Ring frames: the connection itself
   };
 
   Bootstrap() = default;
   Deadline deadline() const { return Deadline::afterSeconds(timeoutSec_); }
   // The rank a Failure notice names, or -1 when `m` is not a valid notice.
   int announcedCulprit(const Message& m) const;
-  // The ring exchange itself; *lost is the neighbour whose connection failed or timed out (else -1).
-  loomResult_t ringAllGather(void* data, size_t bytesPerRank, int* lost);
-  // After the ring broke at neighbour `lost`: blames the rank that neighbour said failed (if it left
-  // because of an earlier failure) or `lost` itself, tells both neighbours, and returns `r` with the
-  // message naming the rank to blame.
+  // The exchange itself; *lost is the peer that failed, timed out or announced a failure (else -1).
+  loomResult_t logAllGather(void* data, size_t bytesPerRank, int* lost);
+  // A frame of `type` to `peer` over a connection of its own; and the wait for one from `peer`.
+  // `stop` ends the send early (the communicator's abort flag, or the allgather's own).
+  loomResult_t sendFrame(FrameType type, int peer, int tag, const void* data, size_t len,
+                         const std::atomic<bool>* stop);
+  loomResult_t recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures);
+  // After losing `lost`: blames the rank that `lost` said failed (if it gave up because of an earlier
+  // failure) or `lost` itself, tells every rank, and returns `r` with the message naming the rank to
+  // blame.
   loomResult_t blameAndAnnounce(loomResult_t r, int lost);
   // Accepts one connection and reads one frame from it into the unexpected queue.
   loomResult_t acceptOne(const Deadline& deadline);
@@ -114,11 +118,11 @@ class Bootstrap {
   UniqueIdData id_{};
   double timeoutSec_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
-  int listenFd_ = -1, ringSendFd_ = -1, ringRecvFd_ = -1;
+  int listenFd_ = -1;
   std::vector<PackedAddress> peers_;
   std::deque<Message> unexpected_;
   std::unique_ptr<IncomingFrames> incoming_;  // connections to our listener whose first frame is arriving
-  uint32_t ringSeq_ = 0;
+  uint32_t gatherSeq_ = 0;  // allGather calls so far: each call's rounds have tags of their own
 };
 
 }  // namespace loom

@@ -20,6 +20,7 @@ namespace {
 struct TopoHeader {
   int32_t numa;
   int32_t publishes;  // 1: this rank is the first on its host and sends the host's XML
+  int32_t failed;     // a loomResult_t: the first rank could not model its host; it sends the message instead
   uint64_t xmlBytes;
   char gpuBus[24];   // PCI bus id of the rank's current GPU; empty for a CPU rank
   char gpuUuid[48];  // its UUID (a MIG instance's own, on a partitioned GPU)
@@ -67,20 +68,28 @@ loomResult_t placeCluster(loomComm* comm, std::shared_ptr<Cluster> cluster) {
 
 loomResult_t commBuildTopology(loomComm* comm) {
   const int n = comm->nranks, me = comm->rank;
-  std::shared_ptr<const TopoSystem> local;
-  LOOM_CHECK(localTopology(&local));
   LOOM_CHECK(TopoPolicy::fromParams(&comm->topoPolicy));
 
-  // Only the first rank of each host sends its host's model; the others send nothing but their NUMA node.
+  // Only the first rank of each host models its host (hwloc, merged with LOOM_TOPO_FILE) and sends the
+  // model; the others send nothing but their NUMA node and GPU, and take their host's model from it.
+  // Detection costs ~16 ms of a core, reading sysfs: once per rank, it made most of a 256-process
+  // init's topology phase (3.5 s).  Where the first rank cannot model its host (a bad LOOM_TOPO_FILE),
+  // it sends its message instead, and every rank fails with it.
   int firstOnHost = me;
   for (int r = 0; r < n; ++r)
     if (comm->peers[r].hostHash == comm->peers[me].hostHash) {
       firstOnHost = r;
       break;
     }
-  const std::string xml = firstOnHost == me ? xmlWrite(*local->xml) : std::string();
+  std::shared_ptr<const TopoSystem> local;
+  loomResult_t detected = loomSuccess;
+  std::string xml;
+  if (firstOnHost == me) {
+    detected = localTopology(&local);
+    xml = detected == loomSuccess ? xmlWrite(*local->xml) : std::string(lastErrorDetail());
+  }
   std::vector<TopoHeader> headers(n);
-  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, xml.size(), {}, {}};
+  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, detected, xml.size(), {}, {}};
   currentGpu(&headers[me]);
   LOOM_CHECK(comm->bootstrap->allGather(headers.data(), sizeof(TopoHeader)));
   uint64_t maxBytes = 1;
@@ -93,6 +102,14 @@ loomResult_t commBuildTopology(loomComm* comm) {
   std::vector<char> blobs(maxBytes * n, 0);
   std::memcpy(blobs.data() + maxBytes * me, xml.data(), xml.size());
   LOOM_CHECK(comm->bootstrap->allGather(blobs.data(), maxBytes));
+  // A host that could not be modelled fails every rank alike, its own ranks with the message itself.
+  for (int r = 0; r < n; ++r) {
+    if (!headers[r].publishes || headers[r].failed == loomSuccess) continue;
+    const std::string why(blobs.data() + maxBytes * r, headers[r].xmlBytes);
+    const auto code = static_cast<loomResult_t>(headers[r].failed);
+    if (comm->peers[r].hostHash == comm->peers[me].hostHash) return setError(code, "%s", why.c_str());
+    return setError(code, "rank %d could not model its host %s: %s", r, comm->peers[r].hostName, why.c_str());
+  }
 
   // One model per host, in order of each host's first rank; this host keeps its own (already built).
   auto cluster = std::make_shared<Cluster>();
@@ -104,7 +121,7 @@ loomResult_t commBuildTopology(loomComm* comm) {
     if (!headers[r].publishes)
       return setError(loomInternalError, "no rank published the topology of host %s", comm->peers[r].hostName);
     std::shared_ptr<const TopoSystem> sys = local;
-    if (hh != comm->peers[me].hostHash) {
+    if (sys == nullptr || hh != comm->peers[me].hostHash) {
       std::unique_ptr<XmlNode> tree;
       std::unique_ptr<TopoSystem> built;
       const std::string text(blobs.data() + maxBytes * r, headers[r].xmlBytes);

@@ -320,29 +320,59 @@ loomResult_t tuneCostModel(loomComm* comm) {
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
-  // What a step costs inside a collective (all ranks sending at once, as they do there): time a few
-  // one-element ring allreduces, 2(n-1) steps each, after untimed ones that wait for every rank.  Eight
-  // calls (the median one counts) up to 8 ranks; with more, fewer calls of more steps each, about 64
-  // steps in all and at least one call (a call's steps are averaged): 10 calls of 510 steps each made
-  // most of a 256-process init (4 s of 8).
+  // What a step costs inside a collective (all ranks sending at once, each waiting for what the step
+  // before brought it).  Up to 8 ranks: time one-element ring allreduces, 2(n-1) steps each, after two
+  // untimed ones that wait for every rank; the median call counts.  With more, a ring's steps would make
+  // the probe O(n) hand-overs long (10 calls of 510 steps were half of a 256-process init): time
+  // butterflies instead, ceil(log2 n) steps in which every rank swaps one element with the rank that
+  // differs in one bit and keeps the larger (a rank whose partner is past the end sits the step out).
+  // Independent rounds of a shift would not do: slots let a rank run rounds ahead, and a round then
+  // costs a fraction of a hand-over (0.6 us against the ring's 5.3 at 8-9 ranks on 2 cores).
   const int n = comm->nranks;
-  const int calls = n <= 8 ? 8 : std::max(1, 64 / (2 * (n - 1))), warmups = n <= 8 ? 2 : 1;
-  float value = 1.0f;
-  CollArgs tiny{};
-  tiny.coll = CollType::AllReduce;
-  tiny.sendbuff = &value;
-  tiny.recvbuff = &value;
-  tiny.count = 1;
-  tiny.type = loomFloat32;
-  tiny.op = loomMax;
-  std::vector<double> perCall;
-  for (int i = -warmups; i < calls; ++i) {
-    auto s0 = clock::now();
-    LOOM_CHECK(ringAllReduce(comm, tiny));
-    if (i >= 0) perCall.push_back(std::chrono::duration<double, std::micro>(clock::now() - s0).count());
+  std::vector<double> timed;
+  auto timeEach = [&](int untimed, int count, const auto& once) -> loomResult_t {
+    for (int i = -untimed; i < count; ++i) {
+      const auto s0 = clock::now();
+      LOOM_CHECK(once());
+      if (i >= 0) timed.push_back(std::chrono::duration<double, std::micro>(clock::now() - s0).count());
+    }
+    std::nth_element(timed.begin(), timed.begin() + count / 2, timed.end());
+    return loomSuccess;
+  };
+  if (n <= 8) {
+    float value = 1.0f;
+    CollArgs tiny{};
+    tiny.coll = CollType::AllReduce;
+    tiny.sendbuff = &value;
+    tiny.recvbuff = &value;
+    tiny.count = 1;
+    tiny.type = loomFloat32;
+    tiny.op = loomMax;
+    LOOM_CHECK(timeEach(2, 8, [&] { return ringAllReduce(comm, tiny); }));
+    mine.stepUs = timed[8 / 2] / (2.0 * (n - 1));
+  } else {
+    CollArgs one{};
+    one.coll = CollType::Send;
+    one.count = 1;
+    one.type = loomFloat32;
+    const uint64_t signature = callSignature(one);
+    int steps = 0;
+    while ((1 << steps) < n) ++steps;
+    auto butterfly = [&]() -> loomResult_t {
+      float mineValue = static_cast<float>(comm->rank), theirs = 0;
+      for (int k = 0; k < steps; ++k) {
+        const int partner = comm->rank ^ (1 << k);
+        if (partner >= n) continue;
+        LOOM_CHECK(runTransfers(comm, {Transfer{partner, true, reinterpret_cast<char*>(&mineValue), sizeof mineValue, signature},
+                                       Transfer{partner, false, reinterpret_cast<char*>(&theirs), sizeof theirs, signature}},
+                                "the hand-over probe"));
+        mineValue = std::max(mineValue, theirs);
+      }
+      return loomSuccess;
+    };
+    LOOM_CHECK(timeEach(2, 8, butterfly));
+    mine.stepUs = timed[8 / 2] / steps;
   }
-  std::nth_element(perCall.begin(), perCall.begin() + calls / 2, perCall.end());  // the median call
-  mine.stepUs = perCall[calls / 2] / (2.0 * (n - 1));
   // The copy speeds are the machine's: its first rank measures them (each process that measures
   // allocates and copies through 16 MB, 10-20 ms of a core: seconds for hundreds of processes on a few
   // cores), the others publish 0.

@@ -159,6 +159,13 @@ loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
 loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
 loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
                                     loomConfig_t* config);
+/* As loomCommInitRankConfig, with the rendezvous shared by nId roots: commIds holds nId ids, each from
+ * loomGetUniqueId (typically called on nId different ranks, whose processes then run a root each; not
+ * under LOOM_COMM_ID), the same array on every rank.  Root k meets the k-th of nId equal blocks of ranks,
+ * and the first rank of each block fetches the other blocks' tables from their roots, so that no root
+ * meets more than its block and nId - 1 other ranks (NCCL's ncclCommInitRankScalable).  1 <= nId <= nranks. */
+loomResult_t loomCommInitRankScalable(loomComm_t* comm, int nranks, int rank, int nId, loomUniqueId* commIds,
+                                      loomConfig_t* config);
 /* Creates `ndev` ranks inside this process, one communicator each.  devlist may be NULL (host ranks).
  * Drive each returned communicator from its own thread. */
 loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);

@@ -189,13 +189,18 @@ LOOM_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUn
   return fromLoom(loomCommInitRank(reinterpret_cast<loomComm_t*>(comm), nranks, toLoomId(commId), rank));
 }
 
-// Every rank gets every id; loom's rendezvous takes one root, so every rank joins the first id's.
+// Every rank gets every id; each id's root meets a block of the ranks (loomCommInitRankScalable).
 LOOM_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                     ncclUniqueId* commIds, ncclConfig_t* config) {
   if (nId < 1 || commIds == nullptr)
     return refuse(ncclInvalidArgument, "ncclCommInitRankScalable: nId %d with commIds %p", nId,
                   static_cast<void*>(commIds));
-  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+  loomConfig_t c;
+  const ncclResult_t bad = toLoomConfig(config, "ncclCommInitRankScalable", &c);
+  if (bad != ncclSuccess) return bad;
+  std::vector<loomUniqueId> ids;
+  for (int k = 0; k < nId; ++k) ids.push_back(toLoomId(commIds[k]));
+  return fromLoom(loomCommInitRankScalable(reinterpret_cast<loomComm_t*>(newcomm), nranks, myrank, nId, ids.data(), &c));
 }
 
 LOOM_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {

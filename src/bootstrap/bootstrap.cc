@@ -19,10 +19,16 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x4c4d4253;  // "LMBS"
 
+// A rank's hello to its root.  With several roots (loomCommInitRankScalable) each serves a block of
+// ranks, [first, first + count), and `requests` other roots' first ranks ask it for its block's table;
+// with one root the block is every rank and nobody asks.
 struct HelloPayload {
   int32_t rank;
   int32_t nranks;
   PackedAddress listen;
+  int32_t first;
+  int32_t count;
+  int32_t requests;
 };
 
 bool secretsEqual(const uint8_t* a, const uint8_t* b) {
@@ -44,6 +50,8 @@ BootstrapHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int
 
 // A Table frame with this tag lists the ranks that never joined, instead of the table.
 constexpr int kMissingTag = 1;
+// The P2p tag under which a block's first rank hands the whole table to its block (several roots).
+constexpr int kTableTag = 4000000;
 
 // An allgather round of at most this many bytes is sent before the receive, from the rank's own thread:
 // a fresh loopback or LAN connection takes that much without a reader (socket buffers of 16 KB and more).
@@ -60,7 +68,7 @@ bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSec
                              std::string* why) {
   if (h.magic != kFrameMagic) return *why = "bad magic", false;
   if (!secretsEqual(h.secret, secret)) return *why = "wrong secret (another job, or a stale unique id)", false;
-  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::Ping))
+  if (h.type < static_cast<uint16_t>(FrameType::Hello) || h.type > static_cast<uint16_t>(FrameType::TableRequest))
     return *why = "unknown frame type " + std::to_string(h.type), false;
   if (h.from < 0 || (nranks > 0 && h.from >= nranks)) return *why = "sender rank out of range", false;
   if (h.length > kMaxFrameBytes) return *why = "frame length " + std::to_string(h.length) + " above limit", false;
@@ -71,69 +79,92 @@ bool validateBootstrapHeader(const BootstrapHeader& h, const uint8_t secret[kSec
 
 void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec) {
   Deadline deadline = Deadline::afterSeconds(timeoutSec);
-  int nranks = -1, joined = 0;
-  std::vector<int> fds;
+  HelloPayload job{};  // the block and the requests to expect, from the first hello; count 0 until then
+  int joined = 0, served = 0;
+  std::vector<int> fds, waiting;  // the block's ranks; requests that came before the block was complete
   std::vector<PackedAddress> table;
   // Hellos are read from every connected client at once, each with its own deadline (incoming_frames.h),
   // so that a slow or silent client (slowloris) cannot hold up the ranks behind it.
   IncomingFrames incoming("bootstrap root", [&](const BootstrapHeader& h, std::string* why) -> long long {
     if (!validateBootstrapHeader(h, id.secret, 0, why)) return -1;
+    if (h.type == static_cast<uint16_t>(FrameType::TableRequest) && h.length == 0) return 0;
     if (h.type != static_cast<uint16_t>(FrameType::Hello) || h.length != sizeof(HelloPayload))
       return *why = "not a hello", -1;
     return static_cast<long long>(sizeof(HelloPayload));
   });
-  while (nranks < 0 || joined < nranks) {
+  auto complete = [&] { return job.count > 0 && joined == job.count; };
+  auto sendTable = [&](int fd, const char* to) {
+    BootstrapHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
+    if (sendAll(fd, &h, sizeof(h), deadline, nullptr, "bootstrap root: send table") != loomSuccess ||
+        sendAll(fd, table.data(), h.length, deadline, nullptr, "bootstrap root: send table") != loomSuccess)
+      LOOM_WARN(kBootstrap, "bootstrap root: could not send the table to %s", to);
+  };
+  while (!complete() || served < job.requests) {
     IncomingFrames::Frame f;
     const loomResult_t r = incoming.next(listenFd, deadline, nullptr, &f);
     if (r == loomTimeout) {
-      LOOM_WARN(kBootstrap, "bootstrap root: only %d of %d ranks joined within LOOM_TIMEOUT; giving up", joined,
-                nranks);
+      LOOM_WARN(kBootstrap, "bootstrap root: %d of %d ranks joined and %d of %d other roots' ranks asked for "
+                "the table within LOOM_TIMEOUT; giving up", joined, job.count, served, job.requests);
       break;
     }
     if (r != loomSuccess) break;
+    if (f.header.type == static_cast<uint16_t>(FrameType::TableRequest)) {
+      if (!complete()) {
+        waiting.push_back(f.fd);
+        continue;
+      }
+      sendTable(f.fd, "another root's rank");
+      close(f.fd);
+      ++served;
+      continue;
+    }
     HelloPayload hello{};
     std::memcpy(&hello, f.payload.data(), sizeof hello);
     const char* bad = nullptr;
-    if (hello.nranks < 1 || (nranks > 0 && hello.nranks != nranks) || hello.rank < 0 || hello.rank >= hello.nranks)
-      bad = "rank or size out of range, or another job size";
-    else if (nranks > 0 && fds[hello.rank] >= 0)
+    if (hello.nranks < 1 || hello.first < 0 || hello.count < 1 || hello.first > hello.nranks - hello.count ||
+        hello.rank < hello.first || hello.rank >= hello.first + hello.count || hello.requests < 0)
+      bad = "rank, size or block out of range";
+    else if (job.count > 0 && (hello.nranks != job.nranks || hello.first != job.first || hello.count != job.count ||
+                               hello.requests != job.requests))
+      bad = "another job size or block";
+    else if (job.count > 0 && fds[hello.rank - job.first] >= 0)
       bad = "that rank already joined";
     if (bad != nullptr) {
       LOOM_WARN(kBootstrap, "bootstrap root: dropped a connection that is not a valid hello (%s)", bad);
       close(f.fd);
       continue;
     }
-    if (nranks < 0) {
-      nranks = hello.nranks;
-      fds.assign(nranks, -1);
-      table.assign(nranks, PackedAddress{});
+    if (job.count == 0) {
+      job = hello;
+      fds.assign(job.count, -1);
+      table.assign(job.count, PackedAddress{});
     }
-    fds[hello.rank] = f.fd;
-    table[hello.rank] = hello.listen;
-    ++joined;
+    fds[hello.rank - job.first] = f.fd;
+    table[hello.rank - job.first] = hello.listen;
+    if (++joined < job.count) continue;
+    for (int k = 0; k < job.count; ++k) sendTable(fds[k], ("rank " + std::to_string(job.first + k)).c_str());
+    for (int fd : waiting) {
+      sendTable(fd, "another root's rank");
+      close(fd);
+      ++served;
+    }
+    waiting.clear();
   }
-  if (nranks > 0 && joined < nranks) {
+  if (job.count > 0 && joined < job.count) {
     // Tell the ranks that did join which ones never came, so that each can name them (tag kMissingTag).
     std::vector<int32_t> missing;
-    for (int r = 0; r < nranks; ++r)
-      if (fds[r] < 0) missing.push_back(r);
+    for (int k = 0; k < job.count; ++k)
+      if (fds[k] < 0) missing.push_back(job.first + k);
     const Deadline d = Deadline::afterSeconds(1.0);
-    for (int r = 0; r < nranks; ++r) {
-      if (fds[r] < 0) continue;
+    for (int fd : fds) {
+      if (fd < 0) continue;
       BootstrapHeader h = makeHeader(id, FrameType::Table, 0, kMissingTag, missing.size() * sizeof(int32_t));
-      if (sendAll(fds[r], &h, sizeof(h), d, nullptr, "bootstrap root: report missing ranks") == loomSuccess)
-        sendAll(fds[r], missing.data(), h.length, d, nullptr, "bootstrap root: report missing ranks");
-    }
-  }
-  if (nranks > 0 && joined == nranks) {
-    for (int r = 0; r < nranks; ++r) {
-      BootstrapHeader h = makeHeader(id, FrameType::Table, 0, 0, table.size() * sizeof(PackedAddress));
-      if (sendAll(fds[r], &h, sizeof(h), deadline, nullptr, "bootstrap root: send table") != loomSuccess ||
-          sendAll(fds[r], table.data(), h.length, deadline, nullptr, "bootstrap root: send table") != loomSuccess)
-        LOOM_WARN(kBootstrap, "bootstrap root: could not send the table to rank %d", r);
+      if (sendAll(fd, &h, sizeof(h), d, nullptr, "bootstrap root: report missing ranks") == loomSuccess)
+        sendAll(fd, missing.data(), h.length, d, nullptr, "bootstrap root: report missing ranks");
     }
   }
   for (int& fd : fds) closeSocket(&fd);
+  for (int& fd : waiting) closeSocket(&fd);  // they read the end of the connection: no table
   close(listenFd);
 }
 
@@ -153,8 +184,8 @@ loomResult_t explainRootSilence(loomResult_t r, int rank, const SocketAddress& r
 
 }  // namespace
 
-loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
-                               const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+loomResult_t Bootstrap::create(const UniqueIdData& id, const std::vector<UniqueIdData>& roots, int rank, int nranks,
+                               double timeoutSec, const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->id_ = id;
   b->rank_ = rank;
@@ -174,7 +205,6 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
       default: return *why = "unexpected frame type " + std::to_string(h.type), -1;
     }
   });
-  Deadline d = b->deadline();
 
   // Our listener, on the interface that reaches the root's network (same selection rules).
   SocketAddress me{};
@@ -183,53 +213,102 @@ loomResult_t Bootstrap::create(const UniqueIdData& id, int rank, int nranks, dou
   reinterpret_cast<sockaddr_in*>(&me.storage)->sin_port = 0;
   LOOM_CHECK(listenSocket(&me, &b->listenFd_));
 
-  SocketAddress root = id.root.unpack();
+  if (roots.size() < 2) {
+    LOOM_CHECK(b->joinRoot(id, 0, nranks, 0, me, &b->peers_));
+  } else {
+    // Several roots (loomCommInitRankScalable): root k serves the k-th of nroots blocks of ranks.  Each
+    // block's first rank fetches the other blocks' tables from their roots and hands the whole table to
+    // the rest of its block, so that no root meets more than its block and the other blocks' first ranks.
+    const int nroots = static_cast<int>(roots.size());
+    auto blockStart = [&](int k) { return static_cast<int>(static_cast<int64_t>(k) * nranks / nroots); };
+    int k = 0;
+    while (rank >= blockStart(k + 1)) ++k;
+    const int first = blockStart(k), count = blockStart(k + 1) - first;
+    std::vector<PackedAddress> block;
+    LOOM_CHECK(b->joinRoot(roots[k], first, count, nroots - 1, me, &block));
+    b->peers_.assign(nranks, PackedAddress{});
+    std::copy(block.begin(), block.end(), b->peers_.begin() + first);
+    const size_t tableBytes = b->peers_.size() * sizeof(PackedAddress);
+    if (rank == first) {
+      for (int j = 0; j < nroots; ++j) {
+        if (j == k) continue;
+        LOOM_CHECK(b->fetchTable(roots[j], blockStart(j + 1) - blockStart(j), &block));
+        std::copy(block.begin(), block.end(), b->peers_.begin() + blockStart(j));
+      }
+      for (int m = first + 1; m < first + count; ++m) LOOM_CHECK(b->send(m, kTableTag, b->peers_.data(), tableBytes));
+    } else {
+      LOOM_CHECK(b->recv(first, kTableTag, b->peers_.data(), tableBytes));
+    }
+  }
+  LOOM_INFO(kBootstrap, "rank %d/%d listens on %s (%s), %zu root(s)", rank, nranks, me.toString().c_str(),
+            iface.c_str(), std::max<size_t>(1, roots.size()));
+  *out = std::move(b);
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::joinRoot(const UniqueIdData& root, int first, int count, int requests, const SocketAddress& me,
+                                 std::vector<PackedAddress>* table) {
+  const Deadline d = deadline();
+  const SocketAddress at = root.root.unpack();
   int fd = -1;
-  loomResult_t r = connectSocket(root, d, abort, &fd);
+  loomResult_t r = connectSocket(at, d, abort_, &fd);
   if (r != loomSuccess) {
     const std::string detail = lastErrorDetail();
-    r = setError(r, "rank %d could not reach %s at %s: %s", rank,
+    r = setError(r, "rank %d could not reach %s at %s: %s", rank_,
                  params().COMM_ID.empty() ? "the bootstrap root" : "rank 0, the bootstrap root (LOOM_COMM_ID),",
-                 root.toString().c_str(), detail.c_str());
+                 at.toString().c_str(), detail.c_str());
     if (!params().COMM_ID.empty()) setLastErrorPeer(0);
     return r;
   }
-  HelloPayload hello{rank, nranks, PackedAddress::pack(me)};
-  r = b->writeFrame(fd, FrameType::Hello, 0, &hello, sizeof(hello), d, "bootstrap: hello to root");
+  const HelloPayload hello{rank_, nranks_, PackedAddress::pack(me), first, count, requests};
+  const BootstrapHeader hh = makeHeader(root, FrameType::Hello, rank_, 0, sizeof hello);
+  r = sendAll(fd, &hh, sizeof hh, d, abort_, "bootstrap: hello to root");
+  if (r == loomSuccess) r = sendAll(fd, &hello, sizeof hello, d, abort_, "bootstrap: hello to root");
+  if (r == loomSuccess) r = readTable(fd, root, count, table);
+  closeSocket(&fd);
+  return r;
+}
+
+loomResult_t Bootstrap::fetchTable(const UniqueIdData& root, int count, std::vector<PackedAddress>* table) {
+  const Deadline d = deadline();
+  int fd = -1;
+  loomResult_t r = connectSocket(root.root.unpack(), d, abort_, &fd);
+  if (r != loomSuccess)
+    return setError(r, "rank %d could not reach another bootstrap root at %s: %s", rank_,
+                    root.root.unpack().toString().c_str(), std::string(lastErrorDetail()).c_str());
+  const BootstrapHeader h = makeHeader(root, FrameType::TableRequest, rank_, 0, 0);
+  r = sendAll(fd, &h, sizeof h, d, abort_, "bootstrap: table request");
+  if (r == loomSuccess) r = readTable(fd, root, count, table);
+  closeSocket(&fd);
+  return r;
+}
+
+loomResult_t Bootstrap::readTable(int fd, const UniqueIdData& root, int count, std::vector<PackedAddress>* table) {
+  const SocketAddress at = root.root.unpack();
   BootstrapHeader h{};
   // The root gives up after its own LOOM_TIMEOUT and then says which ranks never came: wait a little
   // longer than that to hear it.
-  const Deadline tableDeadline = Deadline::afterSeconds(timeoutSec + 2);
-  if (r == loomSuccess) {
-    r = b->readHeader(fd, tableDeadline, "bootstrap: waiting for the root's table", &h);
-    if (r != loomSuccess) r = explainRootSilence(r, rank, root);
-  }
-  if (r == loomSuccess && h.type == static_cast<uint16_t>(FrameType::Table) && h.tag == kMissingTag &&
-      h.length % sizeof(int32_t) == 0 && h.length <= static_cast<uint64_t>(nranks) * sizeof(int32_t)) {
+  const Deadline tableDeadline = Deadline::afterSeconds(timeoutSec_ + 2);
+  loomResult_t r = recvAll(fd, &h, sizeof h, tableDeadline, abort_, "bootstrap: waiting for the root's table");
+  std::string why;
+  if (r == loomSuccess && !validateBootstrapHeader(h, root.secret, 0, &why))
+    r = setError(loomRemoteError, "bootstrap: the root's answer is invalid (%s)", why.c_str());
+  if (r != loomSuccess) return explainRootSilence(r, rank_, at);
+  if (h.type == static_cast<uint16_t>(FrameType::Table) && h.tag == kMissingTag && h.length % sizeof(int32_t) == 0 &&
+      h.length <= static_cast<uint64_t>(count) * sizeof(int32_t)) {
     std::vector<int32_t> missing(h.length / sizeof(int32_t));
     std::string names;
-    if (recvAll(fd, missing.data(), h.length, tableDeadline, abort, "bootstrap: read missing ranks") == loomSuccess)
+    if (recvAll(fd, missing.data(), h.length, tableDeadline, abort_, "bootstrap: read missing ranks") == loomSuccess)
       for (int32_t m : missing) names += (names.empty() ? "rank " : ", rank ") + std::to_string(m);
-    closeSocket(&fd);
     return setError(loomTimeout, "bootstrap: %s never joined within LOOM_TIMEOUT (the root at %s waited for %s)",
-                    names.empty() ? "some rank" : names.c_str(), root.toString().c_str(),
+                    names.empty() ? "some rank" : names.c_str(), at.toString().c_str(),
                     missing.size() == 1 ? "it" : "them");
   }
-  if (r == loomSuccess && (h.type != static_cast<uint16_t>(FrameType::Table) ||
-                           h.length != static_cast<uint64_t>(nranks) * sizeof(PackedAddress)))
-    r = setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
-                 "ranks pass the same nranks?", static_cast<unsigned long long>(h.length), nranks);
-  if (r == loomSuccess) {
-    b->peers_.resize(nranks);
-    r = recvAll(fd, b->peers_.data(), h.length, d, abort, "bootstrap: read table");
-  }
-  closeSocket(&fd);
-  if (r != loomSuccess) return r;
-  LOOM_INFO(kBootstrap, "rank %d/%d listens on %s (%s), root %s", rank, nranks, me.toString().c_str(), iface.c_str(),
-            root.toString().c_str());
-
-  *out = std::move(b);
-  return loomSuccess;
+  if (h.type != static_cast<uint16_t>(FrameType::Table) || h.length != static_cast<uint64_t>(count) * sizeof(PackedAddress))
+    return setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
+                    "ranks pass the same nranks?", static_cast<unsigned long long>(h.length), count);
+  table->resize(static_cast<size_t>(count));
+  return recvAll(fd, table->data(), h.length, deadline(), abort_, "bootstrap: read table");
 }
 
 Bootstrap::~Bootstrap() {
@@ -246,14 +325,6 @@ loomResult_t Bootstrap::writeFrame(int fd, FrameType type, int tag, const void* 
   BootstrapHeader h = makeHeader(id_, type, rank_, tag, len);
   LOOM_CHECK(sendAll(fd, &h, sizeof(h), d, abort_, what));
   if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, abort_, what));
-  return loomSuccess;
-}
-
-loomResult_t Bootstrap::readHeader(int fd, const Deadline& d, const char* what, BootstrapHeader* h) {
-  LOOM_CHECK(recvAll(fd, h, sizeof(*h), d, abort_, what));
-  std::string why;
-  if (!validateBootstrapHeader(*h, id_.secret, nranks_, &why))
-    return setError(loomRemoteError, "%s: invalid frame (%s)", what, why.c_str());
   return loomSuccess;
 }
 

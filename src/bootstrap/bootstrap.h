@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/unique_id.h"
 
 namespace loom {
@@ -25,8 +26,9 @@ class IncomingFrames;
 
 // Failure: "I am giving up because rank X failed", sent by a rank that lost a peer, so that a failure
 // that spreads from rank to rank is reported as X's.  Gather: one round of allGather.
-// Ping: a liveness check (peerAlive), dropped on arrival.  (3 was a ring connection's hello.)
-enum class FrameType : uint16_t { Hello = 1, Table = 2, P2p = 4, Gather = 5, Failure = 6, Ping = 7 };
+// Ping: a liveness check (peerAlive), dropped on arrival.  TableRequest: another root's rank asks a root
+// for its block's table (several roots).  (3 was a ring connection's hello.)
+enum class FrameType : uint16_t { Hello = 1, Table = 2, P2p = 4, Gather = 5, Failure = 6, Ping = 7, TableRequest = 8 };
 
 struct BootstrapHeader {
   uint32_t magic;
@@ -51,8 +53,15 @@ void runBootstrapRoot(int listenFd, UniqueIdData id, double timeoutSec);
 
 class Bootstrap {
  public:
+  // `id` authenticates the ranks' frames; its root is met unless `roots` holds two or more ids
+  // (loomCommInitRankScalable), whose roots each meet a block of the ranks (id's secret then combines
+  // theirs: combineIds).
+  static loomResult_t create(const UniqueIdData& id, const std::vector<UniqueIdData>& roots, int rank, int nranks,
+                             double timeoutSec, const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
   static loomResult_t create(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
-                             const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
+                             const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+    return create(id, {}, rank, nranks, timeoutSec, abort, out);
+  }
   ~Bootstrap();
 
   int rank() const { return rank_; }
@@ -108,11 +117,16 @@ class Bootstrap {
   // failure) or `lost` itself, tells every rank, and returns `r` with the message naming the rank to
   // blame.
   loomResult_t blameAndAnnounce(loomResult_t r, int lost);
+  // Says hello to `root` as a rank of the block [first, first + count) and reads the block's table.
+  loomResult_t joinRoot(const UniqueIdData& root, int first, int count, int requests, const SocketAddress& me,
+                        std::vector<PackedAddress>* table);
+  // Asks another block's root for its table of `count` ranks.
+  loomResult_t fetchTable(const UniqueIdData& root, int count, std::vector<PackedAddress>* table);
+  loomResult_t readTable(int fd, const UniqueIdData& root, int count, std::vector<PackedAddress>* table);
   // Accepts one connection and reads one frame from it into the unexpected queue.
   loomResult_t acceptOne(const Deadline& deadline);
   loomResult_t writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
                           const char* what);
-  loomResult_t readHeader(int fd, const Deadline& d, const char* what, BootstrapHeader* h);
 
   int rank_ = 0, nranks_ = 0;
   UniqueIdData id_{};

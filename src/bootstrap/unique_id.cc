@@ -94,6 +94,18 @@ loomResult_t decodeUniqueId(const loomUniqueId& raw, UniqueIdData* out) {
   return loomSuccess;
 }
 
+UniqueIdData combineIds(const std::vector<UniqueIdData>& ids) {
+  UniqueIdData c = ids.at(0);
+  std::vector<uint8_t> secrets;
+  for (const UniqueIdData& id : ids) secrets.insert(secrets.end(), id.secret, id.secret + kSecretBytes);
+  const uint64_t h1 = hashBytes(secrets.data(), secrets.size());
+  const uint64_t h2 = hashBytes(secrets.data(), secrets.size(), h1 ^ 0x9e3779b97f4a7c15ull);
+  std::memcpy(c.secret, &h1, 8);
+  std::memcpy(c.secret + 8, &h2, 8);
+  c.checksum = checksumOf(c);
+  return c;
+}
+
 void encodeUniqueId(const UniqueIdData& id, loomUniqueId* raw) {
   std::memset(raw->internal, 0, sizeof(raw->internal));
   std::memcpy(raw->internal, &id, sizeof(id));

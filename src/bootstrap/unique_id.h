@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/socket.h"
 #include "loom.h"
@@ -40,5 +41,9 @@ loomResult_t decodeUniqueId(const loomUniqueId& raw, UniqueIdData* out);
 void encodeUniqueId(const UniqueIdData& id, loomUniqueId* raw);
 
 uint64_t hashBytes(const void* data, size_t len, uint64_t seed = 0xcbf29ce484222325ull);
+
+// The id of a communicator made from several ids (loomCommInitRankScalable): the first id's fields,
+// with a secret made of all their secrets, so that every rank derives the same one from the same ids.
+UniqueIdData combineIds(const std::vector<UniqueIdData>& ids);
 
 }  // namespace loom

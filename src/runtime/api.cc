@@ -172,6 +172,24 @@ loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId,
   return loomCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+loomResult_t loomCommInitRankScalable(loomComm_t* comm, int nranks, int rank, int nId, loomUniqueId* commIds,
+                                      loomConfig_t* config) {
+  LOOM_CHECK(checkInitArgs(comm, nranks, rank, config, "loomCommInitRankScalable"));
+  if (commIds == nullptr) return setError(loomInvalidArgument, "loomCommInitRankScalable: commIds is NULL");
+  if (nId < 1 || nId > nranks)
+    return setError(loomInvalidArgument, "loomCommInitRankScalable: nId %d must lie in 1..nranks (%d)", nId, nranks);
+  std::vector<UniqueIdData> ids(static_cast<size_t>(nId));
+  for (int k = 0; k < nId; ++k) {
+    LOOM_CHECK(decodeUniqueId(commIds[k], &ids[static_cast<size_t>(k)]));
+    // A LOOM_COMM_ID id names rank 0 as its root: only one such root exists.
+    if (nId > 1 && ids[static_cast<size_t>(k)].rootInRank0)
+      return setError(loomInvalidArgument, "loomCommInitRankScalable: id %d was made under LOOM_COMM_ID, whose one "
+                      "root is rank 0; make each id with loomGetUniqueId without LOOM_COMM_ID", k);
+  }
+  if (nId == 1) return commCreate(comm, nranks, ids[0], rank, config);
+  return commCreate(comm, nranks, combineIds(ids), rank, config, nullptr, ids);
+}
+
 loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* /*devlist: host ranks ignore it*/) {
   LOOM_CHECK(paramsCheck());
   if (comms == nullptr) return setError(loomInvalidArgument, "loomCommInitAll: comms is NULL");

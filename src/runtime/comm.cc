@@ -112,7 +112,8 @@ namespace {
 
 // Everything init does once the communicator's fields from the caller are set: the bootstrap, the peer
 // table, the topology, the cost model.  On the caller's thread, or on the background one (blocking = 0).
-loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const CommParent* parent) {
+loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const std::vector<UniqueIdData>& roots,
+                       const CommParent* parent) {
   const int rank = comm->rank, nranks = comm->nranks;
   setLogRank(rank);
   if (id.rootInRank0 && rank == 0) {
@@ -128,7 +129,7 @@ loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const CommParent*
   auto msSince = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
-  LOOM_CHECK(Bootstrap::create(id, rank, nranks, comm->timeoutSec, &comm->abortFlag, &comm->bootstrap));
+  LOOM_CHECK(Bootstrap::create(id, roots, rank, nranks, comm->timeoutSec, &comm->abortFlag, &comm->bootstrap));
 
   comm->peers.resize(nranks);
   comm->peers[rank] = localPeerInfo(rank);
@@ -174,7 +175,7 @@ CommParent CommParent::of(const loomComm& parent, std::vector<int> ranks) {
 }
 
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
-                        const CommParent* parent) {
+                        const CommParent* parent, const std::vector<UniqueIdData>& roots) {
   auto comm = std::make_unique<loomComm>();
   comm->rank = rank;
   comm->nranks = nranks;
@@ -187,7 +188,7 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   comm->blocking = config == nullptr || config->blocking != 0;
   comm->key = hashBytes(id.secret, sizeof(id.secret));
   if (comm->blocking) {
-    LOOM_CHECK(commSetUp(comm.get(), id, parent));
+    LOOM_CHECK(commSetUp(comm.get(), id, roots, parent));
     *out = comm.release();
     registerComm(*out);
     return loomSuccess;
@@ -196,7 +197,8 @@ loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int 
   std::shared_ptr<const CommParent> from = parent != nullptr ? std::make_shared<CommParent>(*parent) : nullptr;
   loomComm* c = comm.release();
   registerComm(c);
-  const loomResult_t r = runInBackground(c, [id, from](loomComm* cc) { return commSetUp(cc, id, from.get()); });
+  const loomResult_t r =
+      runInBackground(c, [id, roots, from](loomComm* cc) { return commSetUp(cc, id, roots, from.get()); });
   if (r != loomInProgress) {
     unregisterComm(c);
     delete c;

@@ -47,9 +47,10 @@ struct CommParent {
 
 // Makes the communicator for `rank` of a job; rank 0 of a LOOM_COMM_ID job also runs the root.  With
 // config.blocking = 0 the setup runs on the communicator's background thread: *out is set at once and
-// the result is loomInProgress (loomCommGetAsyncError reports the rest).
+// the result is loomInProgress (loomCommGetAsyncError reports the rest).  `roots`: the ids of
+// loomCommInitRankScalable, whose roots share the rendezvous (id then combines them); empty: id's root.
 loomResult_t commCreate(loomComm** out, int nranks, const UniqueIdData& id, int rank, const loomConfig_t* config,
-                        const CommParent* parent = nullptr);
+                        const CommParent* parent = nullptr, const std::vector<UniqueIdData>& roots = {});
 // The checks every way to a new communicator makes of its arguments (init, split, shrink): the output
 // pointer (set to NULL), the rank range, the config's header and what it asks for, the environment.
 loomResult_t checkInitArgs(loomComm_t* comm, int nranks, int rank, const loomConfig_t* config, const char* fn);

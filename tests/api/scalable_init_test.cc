@@ -1,0 +1,74 @@
+// loomCommInitRankScalable: several roots share the rendezvous, each meeting a block of the ranks, and
+// the communicator they make is the one loomCommInitRank would (every rank in, each at its place).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+#include "tests/common/multiprocess.h"
+#include "tests/common/scoped_env.h"
+
+namespace {
+
+using loom::testing::forkRanks;
+using loom::testing::ScopedEnv;
+
+// 5 ranks over 2 roots (blocks of 2 and 3) and over 5 (a rank each): count, rank and an allreduce
+// whose sum only comes out with every rank in, each contributing its own rank.
+TEST(ScalableInit, RootsShareTheRendezvous) {
+  for (int nId : {2, 5}) {
+    std::vector<loomUniqueId> ids(static_cast<size_t>(nId));
+    for (loomUniqueId& id : ids) ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
+    auto outcomes = forkRanks(5, [&](int rank) {
+      loomComm_t comm;
+      if (loomCommInitRankScalable(&comm, 5, rank, nId, ids.data(), nullptr) != loomSuccess) return 3;
+      int count = 0, me = -1;
+      loomCommCount(comm, &count);
+      loomCommUserRank(comm, &me);
+      float x = static_cast<float>(rank + 1);
+      const bool summed = loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comm, nullptr) == loomSuccess;
+      loomCommDestroy(comm);
+      if (!summed) return 4;
+      return count == 5 && me == rank && x == 15.0f ? 0 : 5;
+    }, 60);
+    for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << "nId " << nId << ": " << o.describe();
+  }
+}
+
+// A rank of the second block never comes: every rank that did fails within the timeouts, none hangs,
+// and the rank whose root waited for it names it.
+TEST(ScalableInit, AMissingRankFailsEveryRankNamingIt) {
+  ScopedEnv env{{"LOOM_TIMEOUT", "3"}};  // the roots' own wait (loomGetUniqueId starts them)
+  std::vector<loomUniqueId> ids(2);
+  for (loomUniqueId& id : ids) ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
+  auto outcomes = forkRanks(3, [&](int rank) {  // ranks 0..2 of 4: blocks {0, 1} and {2, 3}
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.timeoutSec = 3;
+    loomComm_t comm;
+    const loomResult_t r = loomCommInitRankScalable(&comm, 4, rank, 2, ids.data(), &config);
+    if (r == loomSuccess) return 3;
+    const std::string why = loomGetLastError(nullptr);
+    return rank == 2 && why.find("rank 3 never joined") == std::string::npos ? 4 : 0;
+  }, 30);
+  for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+TEST(ScalableInit, RefusesBadArguments) {
+  loomUniqueId ids[2];
+  ASSERT_EQ(loomGetUniqueId(&ids[0]), loomSuccess);
+  ASSERT_EQ(loomGetUniqueId(&ids[1]), loomSuccess);
+  loomComm_t comm = reinterpret_cast<loomComm_t>(&ids[0]);
+  EXPECT_EQ(loomCommInitRankScalable(&comm, 2, 0, 0, ids, nullptr), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("nId 0"), std::string::npos) << loomGetLastError(nullptr);
+  EXPECT_EQ(comm, nullptr) << "the output is cleared on a refusal";
+  EXPECT_EQ(loomCommInitRankScalable(&comm, 2, 0, 3, ids, nullptr), loomInvalidArgument);  // nId > nranks
+  EXPECT_EQ(loomCommInitRankScalable(&comm, 2, 0, 2, nullptr, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomCommInitRankScalable(&comm, 2, 5, 2, ids, nullptr), loomInvalidArgument);  // rank out of range
+  std::memset(ids[1].internal, 0x5a, sizeof ids[1].internal);  // not an id
+  EXPECT_EQ(loomCommInitRankScalable(&comm, 2, 0, 2, ids, nullptr), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("corrupt"), std::string::npos) << loomGetLastError(nullptr);
+}
+
+}  // namespace

@@ -374,15 +374,22 @@ loomResult_t Bootstrap::sendFrame(FrameType type, int peer, int tag, const void*
 }
 
 loomResult_t Bootstrap::recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures) {
+  std::vector<char> payload;
+  LOOM_CHECK(receive(type, peer, tag, &payload, despiteFailures));
+  if (payload.size() != len)
+    return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu%s", rank_,
+                    len, peer, tag, payload.size(),
+                    type == FrameType::Gather ? "; do all ranks call the same collective?" : "");
+  if (len > 0) std::memcpy(data, payload.data(), len);
+  return loomSuccess;
+}
+
+loomResult_t Bootstrap::receive(FrameType type, int peer, int tag, std::vector<char>* payload, bool despiteFailures) {
   Deadline d = deadline();
   for (;;) {
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       if (it->type != type || it->from != peer || it->tag != tag) continue;
-      if (it->payload.size() != len)
-        return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu%s",
-                        rank_, len, peer, tag, it->payload.size(),
-                        type == FrameType::Gather ? "; do all ranks call the same collective?" : "");
-      if (len > 0) std::memcpy(data, it->payload.data(), len);
+      *payload = std::move(it->payload);
       unexpected_.erase(it);
       return loomSuccess;
     }
@@ -421,9 +428,61 @@ loomResult_t Bootstrap::recvFrame(FrameType type, int peer, int tag, void* data,
 }
 
 loomResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  char* base = static_cast<char*>(data);
+  auto pack = [&](int first, int count, std::vector<char>* out) {
+    out->clear();
+    for (int k = 0; k < count; ++k) {
+      const char* slot = base + static_cast<size_t>((first + k) % nranks_) * bytesPerRank;
+      out->insert(out->end(), slot, slot + bytesPerRank);
+    }
+  };
+  auto unpack = [&](const std::vector<char>& in, int first, int count) -> loomResult_t {
+    if (in.size() != static_cast<size_t>(count) * bytesPerRank)
+      return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes of allgather from rank %d, got %zu; "
+                      "do all ranks call the same collective?", rank_, count * bytesPerRank, first, in.size());
+    for (int k = 0; k < count; ++k)
+      std::memcpy(base + static_cast<size_t>((first + k) % nranks_) * bytesPerRank, in.data() + k * bytesPerRank,
+                  bytesPerRank);
+    return loomSuccess;
+  };
+  return gatherRounds(pack, unpack);
+}
+
+loomResult_t Bootstrap::allGatherV(const std::string& mine, std::vector<std::string>* all) {
+  all->assign(static_cast<size_t>(nranks_), std::string());
+  (*all)[static_cast<size_t>(rank_)] = mine;
+  // Each slot goes as its length (8 bytes) and its bytes.
+  auto pack = [&](int first, int count, std::vector<char>* out) {
+    out->clear();
+    for (int k = 0; k < count; ++k) {
+      const std::string& slot = (*all)[static_cast<size_t>((first + k) % nranks_)];
+      const uint64_t len = slot.size();
+      out->insert(out->end(), reinterpret_cast<const char*>(&len), reinterpret_cast<const char*>(&len) + sizeof len);
+      out->insert(out->end(), slot.begin(), slot.end());
+    }
+  };
+  auto unpack = [&](const std::vector<char>& in, int first, int count) -> loomResult_t {
+    size_t at = 0;
+    for (int k = 0; k < count; ++k) {
+      uint64_t len = 0;
+      if (in.size() - at < sizeof len || (std::memcpy(&len, in.data() + at, sizeof len), in.size() - at - sizeof len < len))
+        return setError(loomInvalidUsage, "bootstrap: rank %d got a malformed allgather from rank %d; do all ranks "
+                        "call the same collective?", rank_, first);
+      at += sizeof len;
+      (*all)[static_cast<size_t>((first + k) % nranks_)].assign(in.data() + at, len);
+      at += len;
+    }
+    return at == in.size() ? loomSuccess
+                           : setError(loomInvalidUsage, "bootstrap: rank %d got %zu bytes too many in an allgather from "
+                                      "rank %d", rank_, in.size() - at, first);
+  };
+  return gatherRounds(pack, unpack);
+}
+
+loomResult_t Bootstrap::gatherRounds(const PackSlots& pack, const UnpackSlots& unpack) {
   if (nranks_ == 1) return loomSuccess;
   int lost = -1;
-  const loomResult_t r = logAllGather(data, bytesPerRank, &lost);
+  const loomResult_t r = logAllGather(pack, unpack, &lost);
   return r == loomSuccess || lost < 0 ? r : blameAndAnnounce(r, lost);
 }
 
@@ -535,44 +594,38 @@ loomResult_t Bootstrap::blameAndAnnounce(loomResult_t r, int lost) {
 // rank r+d, which holds r+d onwards.  ceil(log2 n) rounds where a ring takes n-1: with many ranks per
 // core each round costs every rank a turn on a core, and init makes four allgathers (256 processes on
 // 2 cores: the ring's took 0.6-1.8 s each).  Every rank still sends and receives n-1 slots in all.
-loomResult_t Bootstrap::logAllGather(void* data, size_t bytesPerRank, int* lost) {
-  char* base = static_cast<char*>(data);
+loomResult_t Bootstrap::logAllGather(const PackSlots& pack, const UnpackSlots& unpack, int* lost) {
   const int n = nranks_;
   const uint32_t call = gatherSeq_++;
   std::vector<char> out, in;
   for (int d = 1, round = 0; d < n; d *= 2, ++round) {
-    const size_t count = static_cast<size_t>(std::min(d, n - d)), bytes = count * bytesPerRank;
+    const int count = std::min(d, n - d);
     const int to = (rank_ - d + n) % n, from = (rank_ + d) % n;
     const int tag = static_cast<int>(((call << 5) | static_cast<uint32_t>(round)) & 0x7fffffffu);
-    out.resize(bytes);
-    in.resize(bytes);
-    for (size_t k = 0; k < count; ++k)
-      std::memcpy(out.data() + k * bytesPerRank, base + ((rank_ + k) % n) * bytesPerRank, bytesPerRank);
+    pack(rank_, count, &out);
     // Every rank sends before it receives: a message larger than what a fresh connection's buffers take
     // goes from a thread of its own, or every rank of a cycle would wait in its send for a receiver
-    // that waits in its own send.
-    // The thread stops once the receive failed (or the communicator was aborted, which ends the
-    // receive); its failure's message is its own thread's, so it is passed back.
+    // that waits in its own send.  The thread stops once the receive failed (or the communicator was
+    // aborted, which ends the receive); its failure's message is its own thread's, so it is passed back.
     loomResult_t sent = loomSuccess, got = loomSuccess;
     std::string sendWhy;
     std::atomic<bool> giveUp{false};
     auto sendRound = [&](const std::atomic<bool>* stop) {
-      sent = sendFrame(FrameType::Gather, to, tag, out.data(), bytes, stop);
+      sent = sendFrame(FrameType::Gather, to, tag, out.data(), out.size(), stop);
       if (sent != loomSuccess) sendWhy = lastErrorDetail();
     };
-    if (bytes <= kInlineGatherBytes) {
+    if (out.size() <= kInlineGatherBytes) {
       sendRound(abort_);
-      if (sent == loomSuccess) got = recvFrame(FrameType::Gather, from, tag, in.data(), bytes, false);
+      if (sent == loomSuccess) got = receive(FrameType::Gather, from, tag, &in, false);
     } else {
       std::thread sender(sendRound, &giveUp);
-      got = recvFrame(FrameType::Gather, from, tag, in.data(), bytes, false);
+      got = receive(FrameType::Gather, from, tag, &in, false);
       if (got != loomSuccess) giveUp.store(true);
       sender.join();
     }
     if (got != loomSuccess) return *lost = from, got;
     if (sent != loomSuccess) return *lost = to, setError(sent, "%s", sendWhy.c_str());
-    for (size_t k = 0; k < count; ++k)
-      std::memcpy(base + ((from + k) % n) * bytesPerRank, in.data() + k * bytesPerRank, bytesPerRank);
+    LOOM_CHECK(unpack(in, from, count));
   }
   return loomSuccess;
 }

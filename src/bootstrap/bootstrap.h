@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ class Bootstrap {
 
   // data holds nranks slots of bytesPerRank; this rank's slot is filled in, the others get filled.
   loomResult_t allGather(void* data, size_t bytesPerRank);
+  // Each rank contributes `mine`, of any length (none too); *all gets every rank's, in rank order.  A
+  // round carries only what its ranks contributed (allGather pads every slot to one size).
+  loomResult_t allGatherV(const std::string& mine, std::vector<std::string>* all);
   loomResult_t barrier();
   loomResult_t send(int peer, int tag, const void* data, size_t len);
   // Receives exactly `len` bytes from peer with tag; a different length is loomInvalidUsage.  A failure
@@ -106,13 +110,19 @@ class Bootstrap {
   Deadline deadline() const { return Deadline::afterSeconds(timeoutSec_); }
   // The rank a Failure notice names, or -1 when `m` is not a valid notice.
   int announcedCulprit(const Message& m) const;
+  // An allgather's rounds over slots it knows how to pack: pack(first, count) puts the slots of ranks
+  // first .. first+count-1 (mod n) in a message, unpack(message, first, count) takes them out.
+  using PackSlots = std::function<void(int first, int count, std::vector<char>* out)>;
+  using UnpackSlots = std::function<loomResult_t(const std::vector<char>& in, int first, int count)>;
+  loomResult_t gatherRounds(const PackSlots& pack, const UnpackSlots& unpack);
   // The exchange itself; *lost is the peer that failed, timed out or announced a failure (else -1).
-  loomResult_t logAllGather(void* data, size_t bytesPerRank, int* lost);
+  loomResult_t logAllGather(const PackSlots& pack, const UnpackSlots& unpack, int* lost);
   // A frame of `type` to `peer` over a connection of its own; and the wait for one from `peer`.
   // `stop` ends the send early (the communicator's abort flag, or the allgather's own).
   loomResult_t sendFrame(FrameType type, int peer, int tag, const void* data, size_t len,
                          const std::atomic<bool>* stop);
   loomResult_t recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures);
+  loomResult_t receive(FrameType type, int peer, int tag, std::vector<char>* payload, bool despiteFailures);
   // After losing `lost`: blames the rank that `lost` said failed (if it gave up because of an earlier
   // failure) or `lost` itself, tells every rank, and returns `r` with the message naming the rank to
   // blame.

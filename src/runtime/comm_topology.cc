@@ -92,20 +92,22 @@ loomResult_t commBuildTopology(loomComm* comm) {
   headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, detected, xml.size(), {}, {}};
   currentGpu(&headers[me]);
   LOOM_CHECK(comm->bootstrap->allGather(headers.data(), sizeof(TopoHeader)));
-  uint64_t maxBytes = 1;
-  for (const TopoHeader& h : headers) {
+  for (const TopoHeader& h : headers)
     if (h.xmlBytes > kMaxHostXml)
       return setError(loomRemoteError, "a rank announced a %llu-byte topology (limit %llu)",
                       static_cast<unsigned long long>(h.xmlBytes), static_cast<unsigned long long>(kMaxHostXml));
-    maxBytes = std::max(maxBytes, h.xmlBytes);
-  }
-  std::vector<char> blobs(maxBytes * n, 0);
-  std::memcpy(blobs.data() + maxBytes * me, xml.data(), xml.size());
-  LOOM_CHECK(comm->bootstrap->allGather(blobs.data(), maxBytes));
+  // The models travel as they are, one per host: the other ranks contribute nothing (slots padded to the
+  // largest model made every rank receive n of them).
+  std::vector<std::string> blobs;
+  LOOM_CHECK(comm->bootstrap->allGatherV(xml, &blobs));
+  for (int r = 0; r < n; ++r)
+    if (blobs[static_cast<size_t>(r)].size() != headers[r].xmlBytes)
+      return setError(loomInternalError, "rank %d sent %zu bytes of topology where it announced %llu", r,
+                      blobs[static_cast<size_t>(r)].size(), static_cast<unsigned long long>(headers[r].xmlBytes));
   // A host that could not be modelled fails every rank alike, its own ranks with the message itself.
   for (int r = 0; r < n; ++r) {
     if (!headers[r].publishes || headers[r].failed == loomSuccess) continue;
-    const std::string why(blobs.data() + maxBytes * r, headers[r].xmlBytes);
+    const std::string& why = blobs[static_cast<size_t>(r)];
     const auto code = static_cast<loomResult_t>(headers[r].failed);
     if (comm->peers[r].hostHash == comm->peers[me].hostHash) return setError(code, "%s", why.c_str());
     return setError(code, "rank %d could not model its host %s: %s", r, comm->peers[r].hostName, why.c_str());
@@ -124,7 +126,7 @@ loomResult_t commBuildTopology(loomComm* comm) {
     if (sys == nullptr || hh != comm->peers[me].hostHash) {
       std::unique_ptr<XmlNode> tree;
       std::unique_ptr<TopoSystem> built;
-      const std::string text(blobs.data() + maxBytes * r, headers[r].xmlBytes);
+      const std::string& text = blobs[static_cast<size_t>(r)];
       const std::string source = std::string("topology of ") + comm->peers[r].hostName;
       LOOM_CHECK(xmlParse(text, source, &tree));
       LOOM_CHECK(TopoSystem::build(*tree, source, &built));

@@ -200,7 +200,8 @@ LOOM_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nra
   if (bad != ncclSuccess) return bad;
   std::vector<loomUniqueId> ids;
   for (int k = 0; k < nId; ++k) ids.push_back(toLoomId(commIds[k]));
-  return fromLoom(loomCommInitRankScalable(reinterpret_cast<loomComm_t*>(newcomm), nranks, myrank, nId, ids.data(), &c));
+  return fromLoom(
+      loomCommInitRankScalable(reinterpret_cast<loomComm_t*>(newcomm), nranks, myrank, nId, ids.data(), &c));
 }
 
 LOOM_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {

@@ -359,14 +359,16 @@ loomResult_t tuneCostModel(loomComm* comm) {
     int steps = 0;
     while ((1 << steps) < n) ++steps;
     auto butterfly = [&]() -> loomResult_t {
-      float mineValue = static_cast<float>(comm->rank), theirs = 0;
+      float held = static_cast<float>(comm->rank), theirs = 0;
+      char* const out = reinterpret_cast<char*>(&held);
+      char* const in = reinterpret_cast<char*>(&theirs);
       for (int k = 0; k < steps; ++k) {
         const int partner = comm->rank ^ (1 << k);
         if (partner >= n) continue;
-        LOOM_CHECK(runTransfers(comm, {Transfer{partner, true, reinterpret_cast<char*>(&mineValue), sizeof mineValue, signature},
-                                       Transfer{partner, false, reinterpret_cast<char*>(&theirs), sizeof theirs, signature}},
+        LOOM_CHECK(runTransfers(comm, {Transfer{partner, true, out, sizeof held, signature},
+                                       Transfer{partner, false, in, sizeof theirs, signature}},
                                 "the hand-over probe"));
-        mineValue = std::max(mineValue, theirs);
+        held = std::max(held, theirs);
       }
       return loomSuccess;
     };

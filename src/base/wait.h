@@ -60,7 +60,7 @@ int spinMicroseconds(Producer producer = Producer::kPeer);
 // the scheduler (EEVDF, Linux 6.6+) may let the woken rank wait a whole time slice.  Measured with more
 // ranks than cores (2 cores): 2 hosts x 2 ranks, 8-byte broadcast, median of 4 runs: 215 us with 1 ms
 // of yielding, 30 us without (perf sched: runnable ranks waited 1-1.5 ms on average in the slow runs);
-// allreduce 0.5-32 MB 5-20% faster without.  So in such a process nobody yields when ranks outnumber the
+// allreduce 0.5-32 MB 3-21% faster without.  So in such a process nobody yields when ranks outnumber the
 // cores.  Where every rank of the host waits alike, all stay runnable while they yield and yielding
 // pays: 4 ranks on one host, 8-byte broadcast 2-3 us yielding, 7-9 us sleeping; 4 hosts x 1 rank,
 // allreduce 4-64 MB 10-20% faster yielding.

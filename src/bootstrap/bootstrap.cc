@@ -304,7 +304,8 @@ loomResult_t Bootstrap::readTable(int fd, const UniqueIdData& root, int count, s
                     names.empty() ? "some rank" : names.c_str(), at.toString().c_str(),
                     missing.size() == 1 ? "it" : "them");
   }
-  if (h.type != static_cast<uint16_t>(FrameType::Table) || h.length != static_cast<uint64_t>(count) * sizeof(PackedAddress))
+  if (h.type != static_cast<uint16_t>(FrameType::Table) ||
+      h.length != static_cast<uint64_t>(count) * sizeof(PackedAddress))
     return setError(loomInvalidUsage, "bootstrap: the root answered with a table of %llu bytes for %d ranks; do all "
                     "ranks pass the same nranks?", static_cast<unsigned long long>(h.length), count);
   table->resize(static_cast<size_t>(count));
@@ -465,16 +466,17 @@ loomResult_t Bootstrap::allGatherV(const std::string& mine, std::vector<std::str
     size_t at = 0;
     for (int k = 0; k < count; ++k) {
       uint64_t len = 0;
-      if (in.size() - at < sizeof len || (std::memcpy(&len, in.data() + at, sizeof len), in.size() - at - sizeof len < len))
+      if (in.size() - at >= sizeof len) std::memcpy(&len, in.data() + at, sizeof len);
+      if (in.size() - at < sizeof len || in.size() - at - sizeof len < len)
         return setError(loomInvalidUsage, "bootstrap: rank %d got a malformed allgather from rank %d; do all ranks "
                         "call the same collective?", rank_, first);
       at += sizeof len;
       (*all)[static_cast<size_t>((first + k) % nranks_)].assign(in.data() + at, len);
       at += len;
     }
-    return at == in.size() ? loomSuccess
-                           : setError(loomInvalidUsage, "bootstrap: rank %d got %zu bytes too many in an allgather from "
-                                      "rank %d", rank_, in.size() - at, first);
+    if (at == in.size()) return loomSuccess;
+    return setError(loomInvalidUsage, "bootstrap: rank %d got %zu bytes too many in an allgather from rank %d", rank_,
+                    in.size() - at, first);
   };
   return gatherRounds(pack, unpack);
 }

@@ -2,10 +2,15 @@
 // the communicator they make is the one loomCommInitRank would (every rank in, each at its place).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bootstrap/unique_id.h"
 #include "loom.h"
 #include "tests/common/multiprocess.h"
 #include "tests/common/scoped_env.h"
@@ -14,6 +19,35 @@ namespace {
 
 using loom::testing::forkRanks;
 using loom::testing::ScopedEnv;
+
+// Whether some socket of this machine listens on `port` (/proc/net/tcp and tcp6: state 0A).
+bool listening(unsigned port) {
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string sl, local, remote, state, line;
+    std::getline(f, line);  // the header
+    while (f >> sl >> local >> remote >> state) {
+      if (state == "0A" && local.size() >= 5 && local.compare(local.size() - 5, 5, want) == 0) return true;
+      std::getline(f, line);
+    }
+  }
+  return false;
+}
+
+// Waits (at most 20 s) until the roots of `ids` closed their listeners, their last step: the test's
+// parameters are restored only then, since a root still running reads them (its log lines).
+void awaitRootsEnd(const std::vector<loomUniqueId>& ids) {
+  for (const loomUniqueId& raw : ids) {
+    loom::UniqueIdData id{};
+    ASSERT_EQ(loom::decodeUniqueId(raw, &id), loomSuccess);
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (listening(id.root.port) && std::chrono::steady_clock::now() < giveUp)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(listening(id.root.port)) << "a root still listens on port " << id.root.port;
+  }
+}
 
 // 5 ranks over 2 roots (blocks of 2 and 3) and over 5 (a rank each): count, rank and an allreduce
 // whose sum only comes out with every rank in, each contributing its own rank.
@@ -41,6 +75,7 @@ TEST(ScalableInit, RootsShareTheRendezvous) {
 // and the rank whose root waited for it names it.
 TEST(ScalableInit, AMissingRankFailsEveryRankNamingIt) {
   ScopedEnv env{{"LOOM_TIMEOUT", "3"}};  // the roots' own wait (loomGetUniqueId starts them)
+  loom::paramsReloadForTesting();
   std::vector<loomUniqueId> ids(2);
   for (loomUniqueId& id : ids) ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
   auto outcomes = forkRanks(3, [&](int rank) {  // ranks 0..2 of 4: blocks {0, 1} and {2, 3}
@@ -53,6 +88,7 @@ TEST(ScalableInit, AMissingRankFailsEveryRankNamingIt) {
     return rank == 2 && why.find("rank 3 never joined") == std::string::npos ? 4 : 0;
   }, 30);
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
+  awaitRootsEnd(ids);
 }
 
 TEST(ScalableInit, RefusesBadArguments) {

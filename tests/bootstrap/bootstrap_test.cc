@@ -77,7 +77,9 @@ void runThreads(int n, const UniqueIdData& id, const std::function<void(Bootstra
 // at 7 ranks (rounds of 1, 2 and 3 slots).
 TEST(Bootstrap, AllGatherOfSlotsOfTheirOwnLengths) {
   const int n = 7;
-  auto slotOf = [](int r) { return std::string(r == 2 ? 0 : r == 4 ? 200000 : 10 * r + 1, static_cast<char>('a' + r)); };
+  auto slotOf = [](int r) {
+    return std::string(r == 2 ? 0 : r == 4 ? 200000 : 10 * r + 1, static_cast<char>('a' + r));
+  };
   runThreads(n, freshId(), [&](Bootstrap& b) {
     std::vector<std::string> all;
     ASSERT_EQ(b.allGatherV(slotOf(b.rank()), &all), loomSuccess) << lastError();

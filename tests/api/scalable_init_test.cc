@@ -2,6 +2,9 @@
 // the communicator they make is the one loomCommInitRank would (every rank in, each at its place).
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +21,6 @@
 namespace {
 
 using loom::testing::forkRanks;
-using loom::testing::ScopedEnv;
 
 // Whether some socket of this machine listens on `port` (/proc/net/tcp and tcp6: state 0A).
 bool listening(unsigned port) {
@@ -34,19 +36,6 @@ bool listening(unsigned port) {
     }
   }
   return false;
-}
-
-// Waits (at most 20 s) until the roots of `ids` closed their listeners, their last step: the test's
-// parameters are restored only then, since a root still running reads them (its log lines).
-void awaitRootsEnd(const std::vector<loomUniqueId>& ids) {
-  for (const loomUniqueId& raw : ids) {
-    loom::UniqueIdData id{};
-    ASSERT_EQ(loom::decodeUniqueId(raw, &id), loomSuccess);
-    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (listening(id.root.port) && std::chrono::steady_clock::now() < giveUp)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_FALSE(listening(id.root.port)) << "a root still listens on port " << id.root.port;
-  }
 }
 
 // 5 ranks over 2 roots (blocks of 2 and 3) and over 5 (a rank each): count, rank and an allreduce
@@ -72,23 +61,51 @@ TEST(ScalableInit, RootsShareTheRendezvous) {
 }
 
 // A rank of the second block never comes: every rank that did fails within the timeouts, none hangs,
-// and the rank whose root waited for it names it.
+// and the rank whose root waited for it names it.  The roots (3 s of LOOM_TIMEOUT) run in a process of
+// their own, forked like the ranks, so that this test process never changes its parameters while a
+// root thread may read them.
 TEST(ScalableInit, AMissingRankFailsEveryRankNamingIt) {
-  ScopedEnv env{{"LOOM_TIMEOUT", "3"}};  // the roots' own wait (loomGetUniqueId starts them)
-  loom::paramsReloadForTesting();
-  std::vector<loomUniqueId> ids(2);
-  for (loomUniqueId& id : ids) ASSERT_EQ(loomGetUniqueId(&id), loomSuccess) << loomGetLastError(nullptr);
-  auto outcomes = forkRanks(3, [&](int rank) {  // ranks 0..2 of 4: blocks {0, 1} and {2, 3}
+  struct Shared {
+    std::atomic<int> ready;
+    loomUniqueId ids[2];
+  };
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* shared = new (mem) Shared{};
+  auto outcomes = forkRanks(4, [&](int rank) {
+    if (rank == 3) {  // not rank 3 of the job (which never comes): the process of the two roots
+      loom::testing::setInForkedRank("LOOM_TIMEOUT", "3");
+      loom::paramsReloadForTesting();
+      for (loomUniqueId& id : shared->ids)
+        if (loomGetUniqueId(&id) != loomSuccess) return 6;
+      shared->ready.store(1);
+      // The roots give up 3 s after they started and then report: they live until they closed their
+      // listeners (at most 20 s).
+      for (int waited = 0; waited < 1000; ++waited) {
+        bool open = false;
+        for (const loomUniqueId& raw : shared->ids) {
+          loom::UniqueIdData id{};
+          open |= loom::decodeUniqueId(raw, &id) == loomSuccess && listening(id.root.port);
+        }
+        if (!open) return 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return 7;
+    }
+    for (int waited = 0; shared->ready.load() == 0; ++waited) {  // ranks 0..2 of 4: blocks {0, 1}, {2, 3}
+      if (waited > 500) return 8;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     loomConfig_t config = LOOM_CONFIG_INITIALIZER;
     config.timeoutSec = 3;
     loomComm_t comm;
-    const loomResult_t r = loomCommInitRankScalable(&comm, 4, rank, 2, ids.data(), &config);
+    const loomResult_t r = loomCommInitRankScalable(&comm, 4, rank, 2, shared->ids, &config);
     if (r == loomSuccess) return 3;
     const std::string why = loomGetLastError(nullptr);
     return rank == 2 && why.find("rank 3 never joined") == std::string::npos ? 4 : 0;
-  }, 30);
+  }, 40);
   for (const auto& o : outcomes) EXPECT_TRUE(o.ok()) << o.describe();
-  awaitRootsEnd(ids);
+  munmap(mem, sizeof(Shared));
 }
 
 TEST(ScalableInit, RefusesBadArguments) {

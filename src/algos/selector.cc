@@ -297,13 +297,6 @@ static double busiestMachine(const loomComm* comm) {
   return most;
 }
 
-// Whether this rank is the first (lowest) of its machine's ranks.
-static bool firstOnMachine(const loomComm* comm) {
-  for (int r = 0; r < comm->rank; ++r)
-    if (comm->peers[r].machineHash == comm->peers[comm->rank].machineHash) return false;
-  return true;
-}
-
 loomResult_t tuneCostModel(loomComm* comm) {
   CostModel m;
   m.hostDirectPostMin = comm->costModel.hostDirectPostMin;  // the runtime's, from the transports
@@ -379,7 +372,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   // allocates and copies through 16 MB, 10-20 ms of a core: seconds for hundreds of processes on a few
   // cores), the others publish 0.
   mine.cacheGBs = mine.memGBs = 0;
-  if (firstOnMachine(comm)) {
+  if (comm->firstRankOf(&PeerInfo::machineHash)) {
     const CopySpeeds speeds = copySpeeds();
     mine.cacheGBs = speeds.cacheGBs;
     mine.memGBs = speeds.memGBs;

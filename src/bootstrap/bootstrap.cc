@@ -48,6 +48,16 @@ BootstrapHeader makeHeader(const UniqueIdData& id, FrameType type, int from, int
   return h;
 }
 
+// A frame on a connected socket: the header under `id`'s secret, then the payload.  `stop` (an abort
+// flag, or none) ends it early.
+loomResult_t writeFrame(int fd, const UniqueIdData& id, FrameType type, int from, int tag, const void* data,
+                        size_t len, const Deadline& d, const std::atomic<bool>* stop, const char* what) {
+  const BootstrapHeader h = makeHeader(id, type, from, tag, len);
+  LOOM_CHECK(sendAll(fd, &h, sizeof h, d, stop, what));
+  if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, stop, what));
+  return loomSuccess;
+}
+
 // A Table frame with this tag lists the ranks that never joined, instead of the table.
 constexpr int kMissingTag = 1;
 // The P2p tag under which a block's first rank hands the whole table to its block (several roots).
@@ -261,9 +271,7 @@ loomResult_t Bootstrap::joinRoot(const UniqueIdData& root, int first, int count,
     return r;
   }
   const HelloPayload hello{rank_, nranks_, PackedAddress::pack(me), first, count, requests};
-  const BootstrapHeader hh = makeHeader(root, FrameType::Hello, rank_, 0, sizeof hello);
-  r = sendAll(fd, &hh, sizeof hh, d, abort_, "bootstrap: hello to root");
-  if (r == loomSuccess) r = sendAll(fd, &hello, sizeof hello, d, abort_, "bootstrap: hello to root");
+  r = writeFrame(fd, root, FrameType::Hello, rank_, 0, &hello, sizeof hello, d, abort_, "bootstrap: hello to root");
   if (r == loomSuccess) r = readTable(fd, root, count, table);
   closeSocket(&fd);
   return r;
@@ -276,8 +284,7 @@ loomResult_t Bootstrap::fetchTable(const UniqueIdData& root, int count, std::vec
   if (r != loomSuccess)
     return setError(r, "rank %d could not reach another bootstrap root at %s: %s", rank_,
                     root.root.unpack().toString().c_str(), std::string(lastErrorDetail()).c_str());
-  const BootstrapHeader h = makeHeader(root, FrameType::TableRequest, rank_, 0, 0);
-  r = sendAll(fd, &h, sizeof h, d, abort_, "bootstrap: table request");
+  r = writeFrame(fd, root, FrameType::TableRequest, rank_, 0, nullptr, 0, d, abort_, "bootstrap: table request");
   if (r == loomSuccess) r = readTable(fd, root, count, table);
   closeSocket(&fd);
   return r;
@@ -321,14 +328,6 @@ std::string Bootstrap::peerAddress(int peer) const {
   return peers_[peer].unpack().toString();
 }
 
-loomResult_t Bootstrap::writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
-                                   const char* what) {
-  BootstrapHeader h = makeHeader(id_, type, rank_, tag, len);
-  LOOM_CHECK(sendAll(fd, &h, sizeof(h), d, abort_, what));
-  if (len > 0) LOOM_CHECK(sendAll(fd, data, len, d, abort_, what));
-  return loomSuccess;
-}
-
 loomResult_t Bootstrap::acceptOne(const Deadline& d) {
   for (;;) {
     IncomingFrames::Frame f;
@@ -352,7 +351,13 @@ loomResult_t Bootstrap::send(int peer, int tag, const void* data, size_t len) {
 }
 
 loomResult_t Bootstrap::recv(int peer, int tag, void* data, size_t len, bool despiteFailures) {
-  return recvFrame(FrameType::P2p, peer, tag, data, len, despiteFailures);
+  std::vector<char> payload;
+  LOOM_CHECK(receive(FrameType::P2p, peer, tag, &payload, despiteFailures));
+  if (payload.size() != len)
+    return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu", rank_,
+                    len, peer, tag, payload.size());
+  if (len > 0) std::memcpy(data, payload.data(), len);
+  return loomSuccess;
 }
 
 loomResult_t Bootstrap::sendFrame(FrameType type, int peer, int tag, const void* data, size_t len,
@@ -367,22 +372,9 @@ loomResult_t Bootstrap::sendFrame(FrameType type, int peer, int tag, const void*
     setLastErrorPeer(peer);
     return r;
   }
-  const BootstrapHeader h = makeHeader(id_, type, rank_, tag, len);
-  r = sendAll(fd, &h, sizeof h, d, stop, "bootstrap: send");
-  if (r == loomSuccess && len > 0) r = sendAll(fd, data, len, d, stop, "bootstrap: send");
+  r = writeFrame(fd, id_, type, rank_, tag, data, len, d, stop, "bootstrap: send");
   closeSocket(&fd);
   return r;
-}
-
-loomResult_t Bootstrap::recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures) {
-  std::vector<char> payload;
-  LOOM_CHECK(receive(type, peer, tag, &payload, despiteFailures));
-  if (payload.size() != len)
-    return setError(loomInvalidUsage, "bootstrap: rank %d expected %zu bytes from rank %d (tag %d), got %zu%s", rank_,
-                    len, peer, tag, payload.size(),
-                    type == FrameType::Gather ? "; do all ranks call the same collective?" : "");
-  if (len > 0) std::memcpy(data, payload.data(), len);
-  return loomSuccess;
 }
 
 loomResult_t Bootstrap::receive(FrameType type, int peer, int tag, std::vector<char>* payload, bool despiteFailures) {
@@ -528,7 +520,7 @@ bool Bootstrap::peerAlive(int peer) {
     int fd = -1;
     r = connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false);
     if (r == loomSuccess) {
-      writeFrame(fd, FrameType::Ping, 0, nullptr, 0, d, "bootstrap: ping");
+      writeFrame(fd, id_, FrameType::Ping, rank_, 0, nullptr, 0, d, abort_, "bootstrap: ping");
       closeSocket(&fd);
     }
     if (r != loomRemoteError) break;
@@ -574,9 +566,7 @@ void Bootstrap::announceFailure(int culprit, bool everyone) {
     const Deadline d = earlier(total, 0.1);
     int fd = -1;
     if (connectSocket(peers_[peer].unpack(), d, nullptr, &fd, /*retryRefused=*/false) != loomSuccess) continue;  // gone too
-    BootstrapHeader h = makeHeader(id_, FrameType::Failure, rank_, 0, sizeof notice);
-    if (sendAll(fd, &h, sizeof h, d, nullptr, "bootstrap: failure notice") == loomSuccess)
-      sendAll(fd, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
+    writeFrame(fd, id_, FrameType::Failure, rank_, 0, &notice, sizeof notice, d, nullptr, "bootstrap: failure notice");
     closeSocket(&fd);
   }
   restoreLastError(keep);

@@ -121,7 +121,6 @@ class Bootstrap {
   // `stop` ends the send early (the communicator's abort flag, or the allgather's own).
   loomResult_t sendFrame(FrameType type, int peer, int tag, const void* data, size_t len,
                          const std::atomic<bool>* stop);
-  loomResult_t recvFrame(FrameType type, int peer, int tag, void* data, size_t len, bool despiteFailures);
   loomResult_t receive(FrameType type, int peer, int tag, std::vector<char>* payload, bool despiteFailures);
   // After losing `lost`: blames the rank that `lost` said failed (if it gave up because of an earlier
   // failure) or `lost` itself, tells every rank, and returns `r` with the message naming the rank to
@@ -135,8 +134,6 @@ class Bootstrap {
   loomResult_t readTable(int fd, const UniqueIdData& root, int count, std::vector<PackedAddress>* table);
   // Accepts one connection and reads one frame from it into the unexpected queue.
   loomResult_t acceptOne(const Deadline& deadline);
-  loomResult_t writeFrame(int fd, FrameType type, int tag, const void* data, size_t len, const Deadline& d,
-                          const char* what);
 
   int rank_ = 0, nranks_ = 0;
   UniqueIdData id_{};

@@ -157,6 +157,13 @@ struct loomComm {
   void explainLostPeer(loomResult_t code, int lost);
   // "rank 3 (host hostname, pid 1234)" for messages.
   std::string describe(int peer) const;
+  // Whether this rank is the lowest of those whose `where` (&PeerInfo::hostHash: its host,
+  // &PeerInfo::machineHash: its machine) is its own: the one that does a host's or machine's work once.
+  bool firstRankOf(uint64_t loom::PeerInfo::*where) const {
+    for (int r = 0; r < rank; ++r)
+      if (peers[r].*where == peers[rank].*where) return false;
+    return true;
+  }
   // Wait context for a blocking operation on this communicator (deadline = now + timeout).
   loom::WaitContext waitContext(const char* what) const;
 

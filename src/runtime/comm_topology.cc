@@ -75,21 +75,16 @@ loomResult_t commBuildTopology(loomComm* comm) {
   // Detection costs ~16 ms of a core, reading sysfs: once per rank, it made most of a 256-process
   // init's topology phase (3.5 s).  Where the first rank cannot model its host (a bad LOOM_TOPO_FILE),
   // it sends its message instead, and every rank fails with it.
-  int firstOnHost = me;
-  for (int r = 0; r < n; ++r)
-    if (comm->peers[r].hostHash == comm->peers[me].hostHash) {
-      firstOnHost = r;
-      break;
-    }
+  const bool firstOnHost = comm->firstRankOf(&PeerInfo::hostHash);
   std::shared_ptr<const TopoSystem> local;
   loomResult_t detected = loomSuccess;
   std::string xml;
-  if (firstOnHost == me) {
+  if (firstOnHost) {
     detected = localTopology(&local);
     xml = detected == loomSuccess ? xmlWrite(*local->xml) : std::string(lastErrorDetail());
   }
   std::vector<TopoHeader> headers(n);
-  headers[me] = TopoHeader{currentNumaNode(), firstOnHost == me, detected, xml.size(), {}, {}};
+  headers[me] = TopoHeader{currentNumaNode(), firstOnHost, detected, xml.size(), {}, {}};
   currentGpu(&headers[me]);
   LOOM_CHECK(comm->bootstrap->allGather(headers.data(), sizeof(TopoHeader)));
   for (const TopoHeader& h : headers)

@@ -2,7 +2,8 @@
 # Fails when a file of src/ includes a file of a higher floor (docs/architecture.md draws them):
 #   0 ground     base/: imports nothing of loom
 #   1 services   topo/ (the machine model), bootstrap/, device_runtime/ (the GPU runtime behind one
-#                table), kernels/ (reduction and copy kernels, CPU and GPU), model/ (the cost model's table)
+#                table), kernels/ (reduction and copy kernels, CPU and GPU), model/ (the cost model's table),
+#                sim/ (the what-if simulator over topo/ and model/, which nothing of the library reads)
 #   2 transport  transport/
 #   3 state      runtime/*.h: the communicator's declarations
 #   4 paths      algos/ (the algorithms, the selector, p2p) and device/ (device-buffer paths)
@@ -16,7 +17,7 @@ cd "$src" || exit 2
 floor_of() {
   case $1 in
     base/*) echo 0 ;;
-    topo/* | bootstrap/* | device_runtime/* | kernels/* | model/*) echo 1 ;;
+    topo/* | bootstrap/* | device_runtime/* | kernels/* | model/* | sim/*) echo 1 ;;
     transport/*) echo 2 ;;
     runtime/*.h) echo 3 ;;
     algos/* | device/*) echo 4 ;;

@@ -10,10 +10,10 @@
 
 #include "base/params.h"
 #include "loom.h"
+#include "sim/simulate.h"
 #include "topo/cluster.h"
 #include "topo/decisions.h"
 #include "topo/detect.h"
-#include "topo/paper_plan.h"
 #include "topo/render.h"
 #include "topo/routes.h"
 #include "topo/xml.h"
@@ -35,7 +35,7 @@ void usage(FILE* out) {
                "  -x, --dump FILE     write the system as NCCL-format XML\n"
                "  -q, --quiet         only the plan (no tree, no path matrix)\n"
                "  -P, --plan SIZE     also estimate an allreduce of SIZE bytes per rank (K/M/G suffixes) with\n"
-               "                      each algorithm on paper (alpha-beta over the planned routes)\n"
+               "                      each algorithm on paper (loom-sim's model: more sizes and collectives there)\n"
                "  -h, --help          this text\n"
                "Environment: LOOM_P2P_LEVEL, LOOM_NET_GDR_LEVEL, LOOM_TOPO_FILE, and for the NIC choice LOOM_NET,\n"
                "LOOM_IB_HCA and LOOM_SOCKET_IFNAME (see loom-info).\n");
@@ -124,12 +124,14 @@ int main(int argc, char** argv) {
   std::printf("%s", loom::renderPlan(cluster, plan, policy).c_str());
 
   if (planBytes > 0) {
-    std::printf("\nallreduce of %.0f bytes per rank, on paper:\n", planBytes);
-    auto est = loom::paperAllReduce(cluster, plan, planBytes);
+    std::printf("\nallreduce of %.0f bytes per rank, on paper (%s):\n", planBytes,
+                loom::defaultMachine(cluster).source.c_str());
+    const auto est = loom::simulate(cluster, plan, loom::defaultMachine(cluster), loom::CollType::AllReduce,
+                                    static_cast<size_t>(planBytes));
     for (const auto& e : est)
-      std::printf("  %-8s %12.1f us  busbw %8.2f GB/s  (%s)%s\n", e.algo.c_str(), e.us,
-                  planBytes * 2 * (cluster.nranks() - 1) / cluster.nranks() / e.us / 1e3, e.formula.c_str(),
-                  &e == &est.front() ? "  <- chosen" : "");
+      std::printf("  %-8s %12.1f us  busbw %8.2f GB/s  (%s; busiest: %s)%s\n", loom::algoName(e.algo), e.us,
+                  planBytes * 2 * (cluster.nranks() - 1) / cluster.nranks() / e.us / 1e3, e.pattern.c_str(),
+                  e.busiest.empty() ? "none" : e.busiest.front().name.c_str(), e.chosen ? "  <- chosen" : "");
   }
   if (!dump.empty()) {
     std::ofstream f(dump);

@@ -29,9 +29,7 @@ std::vector<int> planRingOrder(const loomComm* comm, int channel) {
 int ringChannels(const loomComm* comm, size_t bytes, size_t slotBytes) {
   const long long wanted = params().NCHANNELS > 0 ? params().NCHANNELS
                                                   : static_cast<long long>(std::max<size_t>(comm->routes.rings.size(), 1));
-  const size_t perChannel = static_cast<size_t>(comm->nranks) * std::max<size_t>(slotBytes, 1);
-  const long long fit = std::max<long long>(1, static_cast<long long>(bytes / perChannel));
-  return static_cast<int>(std::min({wanted, fit, static_cast<long long>(kMaxChannels)}));
+  return channelsFor(wanted, bytes, comm->nranks, slotBytes, kMaxChannels);
 }
 
 }  // namespace loom

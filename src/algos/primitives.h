@@ -32,8 +32,8 @@ inline bool disjoint(const void* a, size_t aBytes, const void* b, size_t bBytes)
 // communicator across hosts).  Primitives::maxElems() is the exact one.
 size_t plannedStepBytes(const loomComm* comm, bool acrossHosts);
 
-// Calls from this size on write their final output with streaming stores (see reduce_kernels.inc).
-constexpr size_t kStreamingMinBytes = 8u << 20;
+// (kStreamingMinBytes, from which calls write their final output with streaming stores, is in
+// model/cost_model.h: the model prices it.)
 
 class Primitives {
  public:

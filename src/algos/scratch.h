@@ -4,18 +4,20 @@
 // Why not a vector per call: at large sizes the allocation cost more than the collective.  A fresh
 // vector is a fresh mmap, zero-filled and faulted in page by page at every call (a 16 MB one-shot
 // allreduce at 2 ranks took 55 ms, the ring 4 ms).  A lease reuses its thread's buffer of that use,
-// uninitialised, and grows it when a call needs more.  Buffers larger than kScratchKeepBytes are freed
-// when their lease ends, so one huge call does not pin its memory for the life of the thread.
+// uninitialised, and grows it when a call needs more.  Buffers larger than kScratchKeepBytes
+// (model/cost_model.h: the model prices what it costs) are freed when their lease ends, so one huge call
+// does not pin its memory for the life of the thread.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 
+#include "model/cost_model.h"
+
 namespace loom {
 
 enum class ScratchUse { kGathered, kReceived, kOutgoing, kOwnInput, kCount };
 
-constexpr size_t kScratchKeepBytes = 64u << 20;
 
 class ScratchLease {
  public:

@@ -24,12 +24,6 @@ namespace loom {
 
 namespace {
 
-const char* const kNames[] = {
-#define LOOM_ALGO_NAME(e, name) name,
-    LOOM_ALGO_LIST(LOOM_ALGO_NAME)
-#undef LOOM_ALGO_NAME
-};
-
 struct Entry {
   CollType coll;
   Algo algo;
@@ -59,7 +53,7 @@ bool parseFilter(const std::string& spec, unsigned* allowed, std::string* bad) {
   for (std::string item; std::getline(ss, item, ',');) {
     int found = -1;
     for (int i = 0; i < kNumAlgos; ++i)
-      if (strcasecmp(item.c_str(), kNames[i]) == 0) found = i;
+      if (strcasecmp(item.c_str(), algoName(static_cast<Algo>(i))) == 0) found = i;
     if (found < 0) {
       *bad = item;
       return false;
@@ -72,90 +66,6 @@ bool parseFilter(const std::string& spec, unsigned* allowed, std::string* bad) {
 
 
 }  // namespace
-
-const char* algoName(Algo a) { return kNames[static_cast<int>(a)]; }
-
-std::string algoNames() {
-  std::string all;
-  for (const char* n : kNames) all += std::string(all.empty() ? "" : ", ") + n;
-  return all;
-}
-
-std::string CostModel::describe() const {
-  char b[200];
-  snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory, %.1f ranks per core (%s); "
-           "across hosts step %.1f us, %.2f GB/s (%s)", stepUs, cacheCopyGBs, memCopyGBs, oversubscription,
-           probed ? "probed" : "constants", netStepUs, netGBs, netProbed ? "probed" : "constants");
-  return b;
-}
-
-// Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core, and
-// across hosts + the bytes its busiest link between hosts carries / the probed network bandwidth.
-// Allreduce takes its shapes from the table the paper planner shares (model/cost_model.h); the other
-// collectives' step counts and work factors are below.  The work factors (memory passes per byte,
-// relative to one copy) were fitted to perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and 8
-// ranks (perf/algos.py; figures in docs/perf/algos.md); the probes supply this machine's step, copy and
-// network speeds.
-double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
-  if (n <= 1) return 0;
-  // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
-  const double S = static_cast<double>(bytes), f = std::max(1.0, m.oversubscription);
-  // Per-byte time: from cache while the ranks' data fits in a last-level cache share, from memory when
-  // it is far larger, and in between (geometric) from 2 to 8 MB per core, where part of it still hits.
-  const bool fromMemory = S * f > (4u << 20);
-  const double toMemory = std::min(1.0, std::max(0.0, std::log2(S * f / (2u << 20)) / 2));
-  const double beta = 1e-3 / (std::pow(m.cacheCopyGBs, 1 - toMemory) * std::pow(m.memCopyGBs, toMemory));
-  const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
-  // Across hosts a step waits for the slowest hop, and every byte the busiest connection between hosts
-  // carries (as a multiple of S: `linkBytes`) goes at the probed network bandwidth, on top of the
-  // memory work (on the same cores: the kernel's socket copies are CPU time too).  The probe timed one
-  // connection while the other ranks were idle; in a call every connection moves at once, and where
-  // ranks share cores so do their connections' copies.
-  const bool net = hosts > 1;
-  const double netGBs = m.netGBs / f;
-  const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
-  const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
-  auto memory = [&](double steps, double stepCost, double work) { return steps * stepCost + work * S * beta * f; };
-  auto cost = [&](double steps, double work, double linkBytes = 0) {
-    return memory(steps, stepUs, work) + (net ? linkBytes * S * 1e-3 / netGBs : 0.0);
-  };
-  // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
-  // each of its ranks.
-  const double flatLink = local * (n - local);
-  switch (coll) {
-    case CollType::AllReduce: {
-      ShapeCase c;
-      c.bytes = S, c.nranks = n, c.hosts = hosts, c.slotBytes = slotBytes, c.fromMemory = fromMemory;
-      c.scratchSpills = S * n > kScratchKeepBytes;
-      const AlgoShape a = allReduceShape(algo, c);
-      if (!a.applies) return 1e30;
-      return memory(a.steps, stepUs, a.passes) + a.hostSteps * m.stepUs +
-             (net ? a.linkBytes * S * 1e-3 / netGBs : 0.0);
-    }
-    case CollType::AllGather: {
-      if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
-        const bool single = hosts == 1 && m.hostDirectPostMin > 0 && S >= static_cast<double>(m.hostDirectPostMin);
-        return cost(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0), flatLink);
-      }
-      // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
-      const bool streamed = S * n >= kStreamingMinBytes;
-      return cost(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), n - 1.0);
-    }
-    case CollType::ReduceScatter: return cost(n - 1 + slices - 1, 2.5 * (n - 1), n - 1.0);
-    case CollType::Broadcast: {
-      if (algo == Algo::Ring) return cost(n - 1 + slices - 1, 2.0, 1.0);
-      // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
-      // the first slice, but a host's first rank sends every byte to two other hosts.  On two hosts
-      // it is the chain: not offered.
-      if (hosts < 3) return 1e30;
-      const double depth = std::floor(std::log2(static_cast<double>(hosts))) + (local - 1);
-      return cost(depth + slices - 1, 2.0, 2.0);
-    }
-    case CollType::Reduce: return cost(n - 1 + slices - 1, 2.5, 1.0);
-    case CollType::AllToAll: return cost(1.5 + 0.6 * (n - 1), 1.5 * (n - 1) / n, flatLink / n);
-    default: return 0;
-  }
-}
 
 std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args) {
   // LOOM_ALGO does not change within a process: parse it once (it was validated at init).
@@ -402,7 +312,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
     m.netProbed = true;
   }
   comm->costModel = m;
-  LOOM_INFO(kAlgo, "cost model: %s", m.describe().c_str());
+  LOOM_INFO(kAlgo, "cost model: %s; loom-sim --model %s", m.describe().c_str(), m.spec().c_str());
   return loomSuccess;
 }
 
@@ -415,7 +325,8 @@ loomResult_t inheritCostModel(loomComm* comm, const CostModel& parent) {
   m.oversubscription = busiestMachine(comm);
   m.stepUs = parent.stepUs * std::max(1.0, m.oversubscription) / std::max(1.0, parent.oversubscription);
   comm->costModel = m;
-  LOOM_INFO(kAlgo, "cost model (from the parent communicator): %s", m.describe().c_str());
+  LOOM_INFO(kAlgo, "cost model (from the parent communicator): %s; loom-sim --model %s", m.describe().c_str(),
+            m.spec().c_str());
   return loomSuccess;
 }
 

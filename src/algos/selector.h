@@ -23,8 +23,6 @@ struct Candidate {
 
 // The candidates for this call with their predicted times (after LOOM_ALGO's filter), best first.
 std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args);
-// Predicted time of `algo` for `args` on a communicator of `nranks` ranks over `hosts` hosts.
-double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes);
 
 // Fills comm->costModel: constants, then (LOOM_TUNE_PROBE=1) a probe between ring neighbours and, when
 // the job spans hosts, between two hosts, whose results every rank shares through the bootstrap.

@@ -2,8 +2,80 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 namespace loom {
+
+namespace {
+const char* const kNames[] = {
+#define LOOM_ALGO_NAME(e, name) name,
+    LOOM_ALGO_LIST(LOOM_ALGO_NAME)
+#undef LOOM_ALGO_NAME
+};
+}  // namespace
+
+const char* algoName(Algo a) { return kNames[static_cast<int>(a)]; }
+
+std::string algoNames() {
+  std::string all;
+  for (const char* n : kNames) all += std::string(all.empty() ? "" : ", ") + n;
+  return all;
+}
+
+std::string CostModel::describe() const {
+  char b[200];
+  snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory, %.1f ranks per core (%s); "
+           "across hosts step %.1f us, %.2f GB/s (%s)", stepUs, cacheCopyGBs, memCopyGBs, oversubscription,
+           probed ? "probed" : "constants", netStepUs, netGBs, netProbed ? "probed" : "constants");
+  return b;
+}
+
+namespace {
+// spec()'s keys and the fields they name.
+struct SpecKey {
+  const char* key;
+  double CostModel::*field;
+};
+const SpecKey kSpecKeys[] = {{"step", &CostModel::stepUs},         {"cache", &CostModel::cacheCopyGBs},
+                             {"mem", &CostModel::memCopyGBs},      {"oversub", &CostModel::oversubscription},
+                             {"netstep", &CostModel::netStepUs},   {"net", &CostModel::netGBs}};
+}  // namespace
+
+std::string CostModel::spec() const {
+  std::string out;
+  for (const SpecKey& k : kSpecKeys) {
+    char b[64];
+    snprintf(b, sizeof b, "%s%s=%.4g", out.empty() ? "" : ",", k.key, this->*k.field);
+    out += b;
+  }
+  return out;
+}
+
+bool CostModel::parseSpec(const std::string& text, CostModel* m, std::string* why) {
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const SpecKey* found = nullptr;
+    for (const SpecKey& k : kSpecKeys)
+      if (key == k.key) found = &k;
+    if (found == nullptr || eq == std::string::npos) {
+      *why = "'" + item + "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net";
+      return false;
+    }
+    const std::string value = item.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(v > 0) || v > 1e9) {
+      *why = key + "=" + value + ": the value must be a positive number";
+      return false;
+    }
+    m->*found->field = v;
+  }
+  return true;
+}
 
 // The step counts follow each algorithm's structure; the memory passes (per byte, relative to one copy)
 // were fitted to all_reduce_perf runs of each algorithm forced with LOOM_ALGO at 2, 4 and 8 ranks
@@ -53,13 +125,107 @@ AlgoShape allReduceShape(Algo algo, const ShapeCase& c) {
       // Chains inside each host (reduce, then broadcast) around a ring of the hosts.  The chains only
       // overlap their stages across slices: with few slices a slice waits for each rank of the chain in
       // turn (a 256 KB call at 2 ranks: 1.4-2.7x the ring here).
-      s.hostSteps = 2 * (local - 1), s.passes = 3.0 * (1 + (local - 1) / (2 * slices)), s.hostLinkBytes = 2.0;
+      s.hostSteps = 2 * (local - 1), s.passes = 3.0 * (1 + (local - 1) / (2 * slices));
       if (net) s.steps = 2 * (hosts - 1), s.linkBytes = 2.0 * (hosts - 1) / hosts;
       break;
     default:
       s.applies = false;
   }
   return s;
+}
+
+// Each algorithm's cost is latency steps x stepUs + work x bytes / copy bandwidth x ranks per core, and
+// across hosts + the bytes its busiest link between hosts carries / the probed network bandwidth.
+// Allreduce takes its shapes from the table above; the other collectives' step counts and work factors
+// are below.  The work factors (memory passes per byte, relative to one copy) were fitted to perf runs
+// of each algorithm forced with LOOM_ALGO at 2, 4 and 8 ranks (perf/algos.py; figures in
+// docs/perf/algos.md); the probes supply this machine's step, copy and network speeds.
+CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
+  CallCost out;
+  if (n <= 1) return out;
+  // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
+  const double S = static_cast<double>(bytes), f = std::max(1.0, m.oversubscription);
+  // Per-byte time: from cache while the ranks' data fits in a last-level cache share, from memory when
+  // it is far larger, and in between (geometric) from 2 to 8 MB per core, where part of it still hits.
+  const bool fromMemory = S * f > (4u << 20);
+  const double toMemory = std::min(1.0, std::max(0.0, std::log2(S * f / (2u << 20)) / 2));
+  const double beta = 1e-3 / (std::pow(m.cacheCopyGBs, 1 - toMemory) * std::pow(m.memCopyGBs, toMemory));
+  const double slices = std::max(1.0, std::ceil(S / std::max<size_t>(slotBytes, 1)));
+  // Across hosts a step waits for the slowest hop, and every byte the busiest connection between hosts
+  // carries (as a multiple of S: `linkBytes`) goes at the probed network bandwidth, on top of the
+  // memory work (on the same cores: the kernel's socket copies are CPU time too).
+  const bool net = hosts > 1;
+  const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
+  const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
+  auto set = [&](double steps, double work, double linkBytes) {
+    out.latencyUs = steps * stepUs;
+    out.memoryUs = work * S * beta * f;
+    out.netLinkBytes = net ? linkBytes : 0.0;
+    return out;
+  };
+  auto none = [&] {
+    out.applies = false;
+    return out;
+  };
+  // Flat exchanges send S to every rank of every other host: a host's connections out carry that for
+  // each of its ranks.
+  const double flatLink = local * (n - local);
+  switch (coll) {
+    case CollType::AllReduce: {
+      ShapeCase c;
+      c.bytes = S, c.nranks = n, c.hosts = hosts, c.slotBytes = slotBytes, c.fromMemory = fromMemory;
+      c.scratchSpills = S * n > kScratchKeepBytes;
+      const AlgoShape a = allReduceShape(algo, c);
+      if (!a.applies) return none();
+      set(a.steps, a.passes, a.linkBytes);
+      out.latencyUs += a.hostSteps * m.stepUs;
+      return out;
+    }
+    case CollType::AllGather: {
+      if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
+        const bool single = hosts == 1 && m.hostDirectPostMin > 0 && S >= static_cast<double>(m.hostDirectPostMin);
+        return set(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0), flatLink);
+      }
+      if (algo != Algo::Ring) return none();
+      // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
+      const bool streamed = S * n >= kStreamingMinBytes;
+      return set(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), n - 1.0);
+    }
+    case CollType::ReduceScatter:
+      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5 * (n - 1), n - 1.0) : none();
+    case CollType::Broadcast: {
+      if (algo == Algo::Ring) return set(n - 1 + slices - 1, 2.0, 1.0);
+      // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
+      // the first slice, but a host's first rank sends every byte to two other hosts.  On two hosts
+      // it is the chain: not offered.
+      if (algo != Algo::Tree || hosts < 3) return none();
+      const double depth = std::floor(std::log2(static_cast<double>(hosts))) + (local - 1);
+      return set(depth + slices - 1, 2.0, 2.0);
+    }
+    case CollType::Reduce: return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5, 1.0) : none();
+    // S is one block (the API's count is per peer): a rank sends n-1 of them, and a host's connections
+    // out carry one for each pair of its ranks and the others'.  (Until the simulator's validation this
+    // read S as a rank's whole buffer, n times too little work; alltoall has one algorithm, so no choice
+    // changed.)
+    case CollType::AllToAll:
+      return algo == Algo::Flat ? set(1.5 + 0.6 * (n - 1), 1.5 * (n - 1), flatLink) : none();
+    default: return out;
+  }
+}
+
+double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
+  const CallCost c = callCost(m, algo, coll, bytes, n, hosts, slotBytes);
+  if (!c.applies) return 1e30;
+  // The probe timed one connection while the other ranks were idle; in a call every connection moves at
+  // once, and where ranks share cores so do their connections' copies.
+  const double netGBs = m.netGBs / std::max(1.0, m.oversubscription);
+  return c.latencyUs + c.memoryUs + c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
+}
+
+int channelsFor(long long wanted, size_t bytes, int nranks, size_t slotBytes, int maxChannels) {
+  const size_t perChannel = static_cast<size_t>(std::max(nranks, 1)) * std::max<size_t>(slotBytes, 1);
+  const long long fit = std::max<long long>(1, static_cast<long long>(bytes / perChannel));
+  return static_cast<int>(std::min({wanted, fit, static_cast<long long>(maxChannels)}));
 }
 
 }  // namespace loom

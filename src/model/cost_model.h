@@ -1,10 +1,22 @@
-// The algorithms' names and the cost model that chooses among them (algos/selector.h), kept apart from
-// the selector so that the communicator can hold a model without seeing the collective layer.
+// The algorithms' names and the cost model that chooses among them, kept apart from the selector
+// (algos/selector.h) so that the communicator can hold a model without seeing the collective layer, and
+// so that the what-if simulator (sim/simulate.h) prices a call with the very formulas the selector uses.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace loom {
+
+// The collectives, as the runtime runs them and the model prices them.
+enum class CollType { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Send, Recv };
+
+// Sizes at which the algorithms change how they use memory: they obey them, the model prices them.
+// Gathered or received scratch beyond this is freed after the call (algos/scratch.h), so it is faulted
+// in anew at every call.
+constexpr size_t kScratchKeepBytes = 64u << 20;
+// Calls from this size on write their final output with streaming stores (kernels/reduce_kernels.inc).
+constexpr size_t kStreamingMinBytes = 8u << 20;
 
 // Every algorithm, once: its enumerator and the name LOOM_ALGO, logs and loom-info use.
 #define LOOM_ALGO_LIST(X) \
@@ -46,22 +58,44 @@ struct CostModel {
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2": what INFO logs print and
+  // loom-sim --model reads back, so a simulation can price calls with a real job's probed machine.
+  std::string spec() const;
+  // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on
+  // an unknown key or a value that is not a positive number.
+  static bool parseSpec(const std::string& text, CostModel* inOut, std::string* why);
 };
 
-// The shape of each allreduce algorithm's time, one table for the two users of a cost model: the
-// selector (algos/selector.cc: this communicator's probed step latency, copy and network speeds) and the
-// paper planner (topo/paper_plan.cc: the planned routes' bandwidths, typical latencies, no hardware).
+// One call's price, in parts: the selector adds them up (predictUs); the simulator keeps the latency
+// and the memory work and replaces `netLinkBytes` by the load it routes onto every link.
+struct CallCost {
+  bool applies = true;      // false: `coll` has no such algorithm (or not for this many hosts)
+  double latencyUs = 0;     // hand-overs x their latency
+  double memoryUs = 0;      // memory passes on the ranks' cores (shared where ranks share cores)
+  double netLinkBytes = 0;  // what the busiest connection between hosts carries, as a multiple of S
+};
+
+// `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
+// reducescatter, the whole buffer for the others).
+CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes);
+// The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth (shared
+// where ranks share cores); 1e30 where the algorithm does not apply, 0 for a single rank.
+double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes);
+
+// The rings a ring algorithm runs for `bytes` (algos/channels.h): up to `wanted`, but never so many
+// that a ring's share is under one slot per rank.
+int channelsFor(long long wanted, size_t bytes, int nranks, size_t slotBytes, int maxChannels);
+
+// The shape of each allreduce algorithm's time (callCost reads it):
 // Time = steps x step latency (the slowest hop's) + hostSteps x in-host step latency
-//        + passes x S / copy bandwidth (memory work on the ranks' cores: the live model only)
-//        + linkBytes x S / bandwidth of the busiest link (between hosts; in a host where there is one)
-//        + hostLinkBytes x S / in-host bandwidth (hier's chains).
+//        + passes x S / copy bandwidth (memory work on the ranks' cores)
+//        + linkBytes x S / bandwidth of the busiest connection between hosts.
 struct AlgoShape {
   bool applies = true;  // false: not an allreduce algorithm (flat)
-  double steps = 0, hostSteps = 0, passes = 0, linkBytes = 0, hostLinkBytes = 0;
+  double steps = 0, hostSteps = 0, passes = 0, linkBytes = 0;
 };
 
-// What the shape depends on.  `fromMemory` and `scratchSpills` describe where the data lies (live model:
-// caches; the planner leaves them false).
+// What the shape depends on.  `fromMemory` and `scratchSpills` describe where the data lies (caches).
 struct ShapeCase {
   double bytes = 0;  // S, per rank
   int nranks = 1, hosts = 1;

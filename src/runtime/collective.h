@@ -6,11 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "model/cost_model.h"
 #include "runtime/comm.h"
 
 namespace loom {
-
-enum class CollType { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Send, Recv };
 
 struct CollArgs {
   CollType coll;

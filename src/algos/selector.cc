@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "algos/algorithms.h"
+#include "algos/channels.h"
 #include "algos/p2p.h"
 #include "algos/primitives.h"
 #include "kernels/reduce_kernels.h"
@@ -78,10 +79,13 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   const size_t bytes = args.count * typeSize(args.type);
   const int hosts = comm->cluster ? static_cast<int>(comm->cluster->hosts.size()) : 1;
   const size_t slot = plannedStepBytes(comm, hosts > 1);
+  // The rings of this call that leave the hosts by NICs of their own (one per rail; more channels than
+  // rails share them).
+  const int rails = std::min(ringChannels(comm, bytes, slot), std::max(1, static_cast<int>(comm->routes.rings.size())));
   std::vector<Candidate> all, kept;
   for (const Entry& e : kTable) {
     if (e.coll != args.coll) continue;
-    all.push_back({e.algo, e.run, predictUs(comm->costModel, e.algo, e.coll, bytes, comm->nranks, hosts, slot)});
+    all.push_back({e.algo, e.run, predictUs(comm->costModel, e.algo, e.coll, bytes, comm->nranks, hosts, slot, rails)});
     if (allowed & (1u << static_cast<int>(e.algo))) kept.push_back(all.back());
   }
   // A filter that leaves a collective nothing does not apply to it (LOOM_ALGO=tree still lets
@@ -93,7 +97,7 @@ std::vector<Candidate> rankCandidates(const loomComm* comm, const CollArgs& args
   // rank, whatever the model or LOOM_ALGO prefer: the choice must be the same on all ranks, and some may
   // hold GPU buffers.
   if (comm->gdrEverywhere) {
-    const double ringUs = predictUs(comm->costModel, Algo::Ring, args.coll, bytes, comm->nranks, hosts, slot);
+    const double ringUs = predictUs(comm->costModel, Algo::Ring, args.coll, bytes, comm->nranks, hosts, slot, rails);
     if (args.coll == CollType::AllReduce) return {Candidate{Algo::Ring, transferRingAllReduce, ringUs}};
     if (args.coll == CollType::ReduceScatter) return {Candidate{Algo::Ring, transferRingReduceScatter, ringUs}};
     if (args.coll == CollType::Broadcast) return {Candidate{Algo::Ring, transferChainBroadcast, ringUs}};

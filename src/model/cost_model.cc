@@ -140,7 +140,8 @@ AlgoShape allReduceShape(Algo algo, const ShapeCase& c) {
 // are below.  The work factors (memory passes per byte, relative to one copy) were fitted to perf runs
 // of each algorithm forced with LOOM_ALGO at 2, 4 and 8 ranks (perf/algos.py; figures in
 // docs/perf/algos.md); the probes supply this machine's step, copy and network speeds.
-CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
+CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes,
+                  int rails) {
   CallCost out;
   if (n <= 1) return out;
   // Ranks sharing cores share their time (the copy probe keeps each rank's best, unshared speed).
@@ -157,6 +158,10 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
   const bool net = hosts > 1;
   const double stepUs = net ? std::max(m.stepUs, m.netStepUs) : m.stepUs;
   const double local = std::max(1.0, static_cast<double>(n) / std::max(hosts, 1));  // ranks per host
+  // A ring's connection between hosts carries its share of the rails (the simulator found the selector
+  // picking hier over a ring 3.6x faster on 3 servers of 8 GPUs and 4 NICs, when it priced the ring's
+  // bytes on one NIC).
+  const double ringShare = 1.0 / std::max(1, rails);
   auto set = [&](double steps, double work, double linkBytes) {
     out.latencyUs = steps * stepUs;
     out.memoryUs = work * S * beta * f;
@@ -177,7 +182,7 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
       c.scratchSpills = S * n > kScratchKeepBytes;
       const AlgoShape a = allReduceShape(algo, c);
       if (!a.applies) return none();
-      set(a.steps, a.passes, a.linkBytes);
+      set(a.steps, a.passes, a.linkBytes * (algo == Algo::Ring ? ringShare : 1.0));
       out.latencyUs += a.hostSteps * m.stepUs;
       return out;
     }
@@ -189,10 +194,10 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
       if (algo != Algo::Ring) return none();
       // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
       const bool streamed = S * n >= kStreamingMinBytes;
-      return set(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), n - 1.0);
+      return set(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), (n - 1.0) * ringShare);
     }
     case CollType::ReduceScatter:
-      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5 * (n - 1), n - 1.0) : none();
+      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5 * (n - 1), (n - 1.0) * ringShare) : none();
     case CollType::Broadcast: {
       if (algo == Algo::Ring) return set(n - 1 + slices - 1, 2.0, 1.0);
       // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
@@ -213,8 +218,9 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
   }
 }
 
-double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes) {
-  const CallCost c = callCost(m, algo, coll, bytes, n, hosts, slotBytes);
+double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes,
+                 int rails) {
+  const CallCost c = callCost(m, algo, coll, bytes, n, hosts, slotBytes, rails);
   if (!c.applies) return 1e30;
   // The probe timed one connection while the other ranks were idle; in a call every connection moves at
   // once, and where ranks share cores so do their connections' copies.

@@ -76,11 +76,15 @@ struct CallCost {
 };
 
 // `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
-// reducescatter, the whole buffer for the others).
-CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes);
+// reducescatter, one block for alltoall, the whole buffer for the others).  `rails`: the planned rings a
+// ring algorithm spreads this call over across hosts, each leaving a host by its own NIC, so that each
+// connection carries 1/rails of the ring's bytes (topo/routes.h; 1 where a host has one NIC).
+CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
+                  int rails = 1);
 // The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth (shared
 // where ranks share cores); 1e30 where the algorithm does not apply, 0 for a single rank.
-double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes);
+double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
+                 int rails = 1);
 
 // The rings a ring algorithm runs for `bytes` (algos/channels.h): up to `wanted`, but never so many
 // that a ring's share is under one slot per rank.

@@ -203,7 +203,8 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
   std::vector<SimEstimate> out;
   for (int i = 0; i < kNumAlgos; ++i) {
     const Algo algo = static_cast<Algo>(i);
-    const CallCost cost = callCost(m.model, algo, coll, bytes, n, hosts, slot);
+    const int rails = std::min(channels, std::max(1, static_cast<int>(plan.rings.size())));
+    const CallCost cost = callCost(m.model, algo, coll, bytes, n, hosts, slot, rails);
     const Traffic traffic = trafficOf(coll, algo, c, plan, channels);
     if (!cost.applies || !traffic.applies) continue;
     SimEstimate e;
@@ -217,7 +218,7 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
     }
     e.us = e.latencyUs + (m.overlap ? std::max(e.memoryUs, e.linkUs) : e.memoryUs + e.linkUs);
     e.busiest = loads.busiest(S, cap, 3);
-    e.selectorUs = predictUs(m.model, algo, coll, bytes, n, hosts, slot);
+    e.selectorUs = predictUs(m.model, algo, coll, bytes, n, hosts, slot, rails);
     out.push_back(std::move(e));
   }
   if (!out.empty()) {

@@ -135,7 +135,7 @@ def write(path, rows, summary, notes):
                 "machine as every loom job does, and loom-sim prices the same call with that probed model "
                 "(`--model`, from the run's own log); the error is (predicted - measured) / measured.  "
                 "'choice' is the algorithm the run chose / the one loom-sim names as loom's choice.\n\n")
-        f.write("| configuration | median \\|error\\| | max \\|error\\| | points | same choice | probed model |\n")
+        f.write("| configuration | median \\|error\\| | max \\|error\\| | points | same choice | probed model (of its last run) |\n")
         f.write("|---|---:|---:|---:|---:|---|\n")
         for name, med, mx, points, matches, spec in summary:
             f.write(f"| {name} | {100 * med:.1f}% | {100 * mx:.0f}% | {points} | {matches}/{points} | `{spec}` |\n")

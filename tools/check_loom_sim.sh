@@ -4,15 +4,7 @@
 # refused with exit status 2 (usage) or 1 (a topology that cannot be loaded).
 set -u
 tool=$1 fixtures=$2
-fail=0
-expect() {  # expect <description> <pattern> <command...>
-  local what=$1 pattern=$2
-  shift 2
-  if ! "$@" 2>&1 | grep -q -- "$pattern"; then
-    echo "FAIL: $what: no '$pattern' in the output of: $*"
-    fail=1
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 # The table's columns and one row per size: 8 B to 128 MB by 2 is 25 rows.
 expect "header" "size         count      type   redop    root     time   algbw   busbw" "$tool" -t "$fixtures/a100_nvswitch.xml"
 rows=$("$tool" -t "$fixtures/a100_nvswitch.xml" | grep -c '^ *[0-9]')

@@ -4,15 +4,7 @@
 set -u
 tool=$1 fixtures=$2 scratch=$3
 mkdir -p "$scratch"
-fail=0
-expect() {  # expect <description> <pattern> <command...>
-  local what=$1 pattern=$2
-  shift 2
-  if ! "$@" 2>&1 | grep -q -- "$pattern"; then
-    echo "FAIL: $what: no '$pattern' in the output of: $*"
-    fail=1
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 expect "local machine" "^host " "$tool"
 expect "NVLink pairs" "0<->1: p2p/nvlink" "$tool" -t "$fixtures/a100_nvswitch.xml" -q
 expect "GDR under a switch" "GPU0<->mlx5_0: PIX, GDR on" "$tool" -t "$fixtures/l20_pcie.xml" -q

@@ -20,6 +20,7 @@
 #include "topo/decisions.h"
 #include "topo/detect.h"
 #include "topo/routes.h"
+#include "tool_cluster.h"
 
 namespace {
 
@@ -110,20 +111,12 @@ int main(int argc, char** argv) {
       {"datatype", required_argument, nullptr, 'd'},  {"model", required_argument, nullptr, 'm'},
       {"verbose", no_argument, nullptr, 'v'},         {"help", no_argument, nullptr, 'h'},
       {}};
-  auto count = [](const char* s, const char* what, int max) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 1 || v > max) {
-      std::fprintf(stderr, "loom-sim: %s must be a whole number from 1 to %d, not '%s'\n", what, max, s);
-      std::exit(2);
-    }
-    return static_cast<int>(v);
-  };
+
   for (int c; (c = getopt_long(argc, argv, "t:H:r:c:a:b:e:f:d:m:vh", opts, nullptr)) != -1;) {
     switch (c) {
       case 't': topo = optarg; break;
-      case 'H': hosts = count(optarg, "--hosts", 1 << 17); break;
-      case 'r': ranks = count(optarg, "--ranks", 4096); break;
+      case 'H': hosts = loom::tools::wholeNumber("loom-sim", optarg, "--hosts", 1 << 17); break;
+      case 'r': ranks = loom::tools::wholeNumber("loom-sim", optarg, "--ranks", 4096); break;
       case 'c': {
         coll = nullptr;
         for (const CollInfo& ci : kColls)
@@ -192,22 +185,11 @@ int main(int argc, char** argv) {
   if (loom::TopoPolicy::fromParams(&policy) != loomSuccess) return fail("environment");
 
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<const loom::TopoSystem>> systems;
-  if (!topo.empty()) {
-    if (loom::loadCluster(topo, hosts, &systems) != loomSuccess) return fail("cannot load the topology");
-  } else {
-    std::shared_ptr<const loom::TopoSystem> local;
-    if (loom::localTopology(&local) != loomSuccess) return fail("cannot detect this machine");
-    systems.assign(hosts, local);
-  }
-  if (ranks == 0) {  // one rank per core, as a launcher would start on a host without GPUs
-    for (int cpu : systems[0]->ofType(loom::NodeType::Cpu)) ranks += systems[0]->nodes[cpu].cores;
-    ranks = std::max(ranks, static_cast<int>(systems[0]->ofType(loom::NodeType::Cpu).size()));
-  }
-  loom::Cluster cluster = loom::placeRanks(systems, ranks);
-  loom::assignNics(&cluster, policy);
-  loom::RoutePlan plan;
-  if (loom::planRoutes(cluster, &plan) != loomSuccess) return fail("cannot plan routes");
+  loom::tools::PlannedCluster planned;
+  if (loom::tools::planCluster("loom-sim", topo, hosts, ranks, policy, &planned) != 0) return 1;
+  const auto& systems = planned.systems;
+  const loom::Cluster& cluster = planned.cluster;
+  const loom::RoutePlan& plan = planned.plan;
   loom::SimMachine machine = loom::defaultMachine(cluster);
   if (!modelSpec.empty()) {
     std::string why;

@@ -16,6 +16,7 @@
 #include "topo/detect.h"
 #include "topo/render.h"
 #include "topo/routes.h"
+#include "tool_cluster.h"
 #include "topo/xml.h"
 
 namespace {
@@ -59,20 +60,12 @@ int main(int argc, char** argv) {
                                 {"quiet", no_argument, nullptr, 'q'},       {"help", no_argument, nullptr, 'h'},
                                 {"plan", required_argument, nullptr, 'P'},
                                 {}};
-  auto count = [](const char* s, const char* what, int max) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 1 || v > max) {
-      std::fprintf(stderr, "loom-topo: %s must be a whole number from 1 to %d, not '%s'\n", what, max, s);
-      std::exit(2);
-    }
-    return static_cast<int>(v);
-  };
+
   for (int c; (c = getopt_long(argc, argv, "t:H:r:d:p:x:qP:h", opts, nullptr)) != -1;) {
     switch (c) {
       case 't': topo = optarg; break;
-      case 'H': hosts = count(optarg, "--hosts", 1 << 16); break;
-      case 'r': ranks = count(optarg, "--ranks", 4096); break;
+      case 'H': hosts = loom::tools::wholeNumber("loom-topo", optarg, "--hosts", 1 << 16); break;
+      case 'r': ranks = loom::tools::wholeNumber("loom-topo", optarg, "--ranks", 4096); break;
       case 'd': dot = optarg; break;
       case 'p': png = optarg; break;
       case 'x': dump = optarg; break;
@@ -99,22 +92,11 @@ int main(int argc, char** argv) {
   loom::TopoPolicy policy;
   if (loom::TopoPolicy::fromParams(&policy) != loomSuccess) return fail("environment");
 
-  std::vector<std::shared_ptr<const loom::TopoSystem>> systems;
-  if (!topo.empty()) {
-    if (loom::loadCluster(topo, hosts, &systems) != loomSuccess) return fail("cannot load the topology");
-  } else {
-    std::shared_ptr<const loom::TopoSystem> local;
-    if (loom::localTopology(&local) != loomSuccess) return fail("cannot detect this machine");
-    systems.assign(hosts, local);
-  }
-  if (ranks == 0) {  // one rank per core, as a launcher would start on a host without GPUs
-    for (int cpu : systems[0]->ofType(loom::NodeType::Cpu)) ranks += systems[0]->nodes[cpu].cores;
-    ranks = std::max(ranks, static_cast<int>(systems[0]->ofType(loom::NodeType::Cpu).size()));
-  }
-  loom::Cluster cluster = loom::placeRanks(systems, ranks);
-  loom::assignNics(&cluster, policy);  // again, under the environment's NIC rules (LOOM_NET, LOOM_IB_HCA, ...)
-  loom::RoutePlan plan;
-  if (loom::planRoutes(cluster, &plan) != loomSuccess) return fail("cannot plan routes");
+  loom::tools::PlannedCluster planned;
+  if (loom::tools::planCluster("loom-topo", topo, hosts, ranks, policy, &planned) != 0) return 1;
+  const auto& systems = planned.systems;
+  const loom::Cluster& cluster = planned.cluster;
+  const loom::RoutePlan& plan = planned.plan;
 
   if (!quiet) {
     std::printf("%s\n", loom::renderTree(*systems[0]).c_str());

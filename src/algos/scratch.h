@@ -18,7 +18,6 @@ namespace loom {
 
 enum class ScratchUse { kGathered, kReceived, kOutgoing, kOwnInput, kCount };
 
-
 class ScratchLease {
  public:
   ScratchLease(ScratchUse use, size_t bytes);

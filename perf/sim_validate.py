@@ -81,6 +81,7 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--collectives", default=",".join(SIM_COLL))
     p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=3, help="rounds over the collectives (medians)")
     args = p.parse_args()
     configs = args.configs.split(",")
     collectives = args.collectives.split(",")
@@ -95,14 +96,23 @@ def main():
         errors, matches, points = [], 0, 0
         try:
             with tempfile.TemporaryDirectory() as work:
+                # Rounds over the collectives, so that drift on a shared machine hits all alike; each point
+                # is the median over the rounds of the measured times and of the predictions (each from
+                # its own run's probe).
+                runs = {coll: [] for coll in collectives}
+                for _ in range(args.repeats):
+                    for coll in collectives:
+                        measured, spec, chosen = measure(args, host, coll, work)
+                        runs[coll].append((measured, simulate(args, coll, nranks, hosts, spec), chosen, spec))
                 for coll in collectives:
-                    measured, spec, chosen = measure(args, host, coll, work)
-                    predicted = simulate(args, coll, nranks, hosts, spec)
-                    for size in sorted(measured):
-                        if size not in predicted:
+                    first_measured, _, chosen, spec = runs[coll][0]
+                    for size in sorted(first_measured):
+                        samples = [(m[size], p[size]) for m, p, _, _ in runs[coll] if size in m and size in p]
+                        if not samples:
                             continue
-                        t_meas = measured[size]
-                        t_pred, algo = predicted[size]
+                        t_meas = statistics.median(m for m, _ in samples)
+                        t_pred = statistics.median(p[0] for _, p in samples)
+                        algo = runs[coll][0][1][size][1]
                         err = (t_pred - t_meas) / t_meas
                         live = chosen.get(call_bytes(coll, size, nranks), "?")
                         errors.append(abs(err))
@@ -131,11 +141,11 @@ def write(path, rows, summary, notes):
     with open(path, "w") as f:
         f.write("# loom-sim against measurements on this machine\n\n")
         f.write("Written by `perf/sim_validate.py` (sizes 64 KB to 16 MB, float, the report's placements: "
-                "allreduce and broadcast in place; 10 timed calls each).  Each configuration's runs probe the "
+                "allreduce and broadcast in place; 10 timed calls a run, the median of 3 runs).  Each configuration's runs probe the "
                 "machine as every loom job does, and loom-sim prices the same call with that probed model "
                 "(`--model`, from the run's own log); the error is (predicted - measured) / measured.  "
-                "'choice' is the algorithm the run chose / the one loom-sim names as loom's choice.\n\n")
-        f.write("| configuration | median \\|error\\| | max \\|error\\| | points | same choice | probed model (of its last run) |\n")
+                "'choice' is the algorithm the first run chose / the one loom-sim names as loom's choice.\n\n")
+        f.write("| configuration | median \\|error\\| | max \\|error\\| | points | same choice | probed model (of its last collective's first run) |\n")
         f.write("|---|---:|---:|---:|---:|---|\n")
         for name, med, mx, points, matches, spec in summary:
             f.write(f"| {name} | {100 * med:.1f}% | {100 * mx:.0f}% | {points} | {matches}/{points} | `{spec}` |\n")

@@ -52,13 +52,18 @@ struct CostModel {
   // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
   double netStepUs = 30;
   double netGBs = 1.2;
+  // What every call costs beside its steps and bytes (argument checks, the plan, the closing flush, the
+  // ranks meeting at the first step), per rank sharing a core: fitted to perf/sim_validate.py's run of
+  // 2026-12-05 (64 KB calls at 2-8 ranks and 2-4 hosts), not probed.  The same for every algorithm, so it
+  // changes no choice; it makes the predicted times absolute.
+  double callUs = 8;
   // The smallest message the same-host transport sends as a direct post (a single copy by the kernel);
   // 0: none.  The transport's setting, which the runtime copies in (transport.h, TransportCaps).
   size_t hostDirectPostMin = 0;
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
-  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2": what INFO logs print and
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,call=8": what INFO logs print and
   // loom-sim --model reads back, so a simulation can price calls with a real job's probed machine.
   std::string spec() const;
   // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on

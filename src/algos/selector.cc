@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -208,6 +210,31 @@ static CopySpeeds copySpeeds() {
   return measured;
 }
 
+// The last-level cache's share per core (MB), from sysfs: cpu0's largest cache over the CPUs that share
+// it; 0 where the kernel does not say (the model keeps its constant).
+static double lastLevelCacheShareMB() {
+  double largestMB = 0;
+  int sharers = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream sizeFile(dir + "size"), sharedFile(dir + "shared_cpu_list");
+    std::string size, shared;
+    if (!(sizeFile >> size) || !(sharedFile >> shared)) break;
+    char* end = nullptr;
+    double mb = std::strtod(size.c_str(), &end) / 1024;  // "32768K"
+    if (end != nullptr && *end == 'M') mb *= 1024;
+    // "0-7,16-23": count the CPUs of each range.
+    int cpus = 0;
+    std::stringstream ranges(shared);
+    for (std::string range; std::getline(ranges, range, ',');) {
+      const size_t dash = range.find('-');
+      cpus += dash == std::string::npos ? 1 : std::atoi(range.c_str() + dash + 1) - std::atoi(range.c_str()) + 1;
+    }
+    if (cpus > 0 && mb > largestMB) largestMB = mb, sharers = cpus;
+  }
+  return sharers > 0 ? largestMB / sharers : 0;
+}
+
 // Ranks per core on the most crowded machine (one kernel: hosts in network namespaces or containers on
 // it share its cores, and so do their socket copies), at least 1.  From every rank's description, so
 // that every rank's model, and so its choice, is the same.
@@ -232,7 +259,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   using clock = std::chrono::steady_clock;
   // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
-    double stepUs, cacheGBs, memGBs, netStepUs, netGBs;
+    double stepUs, cacheGBs, memGBs, llcMB, netStepUs, netGBs;
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
@@ -302,11 +329,12 @@ loomResult_t tuneCostModel(loomComm* comm) {
   // The copy speeds are the machine's: its first rank measures them (each process that measures
   // allocates and copies through 16 MB, 10-20 ms of a core: seconds for hundreds of processes on a few
   // cores), the others publish 0.
-  mine.cacheGBs = mine.memGBs = 0;
+  mine.cacheGBs = mine.memGBs = mine.llcMB = 0;
   if (comm->firstRankOf(&PeerInfo::machineHash)) {
     const CopySpeeds speeds = copySpeeds();
     mine.cacheGBs = speeds.cacheGBs;
     mine.memGBs = speeds.memGBs;
+    mine.llcMB = lastLevelCacheShareMB();
   }
   mine.netStepUs = mine.netGBs = 0;
   LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs));
@@ -326,6 +354,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   };
   m.cacheCopyGBs = median(&Probe::cacheGBs, m.cacheCopyGBs);
   m.memCopyGBs = median(&Probe::memGBs, m.memCopyGBs);
+  m.llcShareMB = median(&Probe::llcMB, m.llcShareMB);
   m.probed = true;
   if (all[0].netGBs > 0) {  // rank 0 timed the network (the job spans hosts)
     m.netStepUs = all[0].netStepUs;

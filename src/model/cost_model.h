@@ -46,7 +46,7 @@ std::string algoNames();
 struct CostModel {
   double stepUs = 2.0;         // one slot handed from a rank to the next, as the ranks of this job see it
   double cacheCopyGBs = 12.0;  // copy bandwidth while the data stays in cache (up to ~1 MB per rank)
-  double memCopyGBs = 5.0;     // copy bandwidth from and to memory
+  double memCopyGBs = 5.0;     // copy bandwidth past the private caches (the probe copies 8 MB)
   double oversubscription = 1; // ranks per core on this host (>= 1): ranks share cores and memory bandwidth
   // Across hosts (probed between two hosts when the job spans several): one hand-over between ranks on
   // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
@@ -57,13 +57,16 @@ struct CostModel {
   // 2026-12-05 (64 KB calls at 2-8 ranks and 2-4 hosts), not probed.  The same for every algorithm, so it
   // changes no choice; it makes the predicted times absolute.
   double callUs = 8;
+  // The last-level cache's share per core (MB; the probe reads the machine's).  Calls whose buffers,
+  // times the ranks sharing a core, outgrow it run from DRAM, slower than the 8 MB probe copy saw.
+  double llcShareMB = 16;
   // The smallest message the same-host transport sends as a direct post (a single copy by the kernel);
   // 0: none.  The transport's setting, which the runtime copies in (transport.h, TransportCaps).
   size_t hostDirectPostMin = 0;
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
-  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,call=8": what INFO logs print and
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,call=8,llc=16": what INFO logs print and
   // loom-sim --model reads back, so a simulation can price calls with a real job's probed machine.
   std::string spec() const;
   // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on

@@ -165,6 +165,7 @@ SimMachine defaultMachine(const Cluster& c) {
   if (gpus) {
     m.model.stepUs = kGpuStepUs, m.model.netStepUs = kGpuNetStepUs;
     m.model.cacheCopyGBs = m.model.memCopyGBs = kGpuCopyGBs;
+    m.model.llcShareMB = 1e9;  // GPU memory's one speed: no cache level to outgrow
     m.overlap = true;
     m.source = "typical GPU figures (hand-over 2 us in a host, 6 us across; GPU memory at 1000 GB/s a pass, "
                "beside the transfers)";

@@ -21,7 +21,15 @@ log "# loom GPU check, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode,mig.mode.current --format=csv 2>&1 | tee -a "$results"
 
 if [ -x .gpu-bundle/bin/gpu_check ]; then
-  export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # The bundle's C++ runtime only where this machine's is older than the bundle needs: a newer one serves
+  # the bundle, and the torch binding compiled here may need what the bundle's lacks.
+  cxx_lib=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 / {print $NF; exit}')
+  if [ -n "$cxx_lib" ] && grep -qa "$(cat .gpu-bundle/cxx-needs 2>/dev/null || echo GLIBCXX_unknown)" "$cxx_lib"; then
+    bundle_libs=$PWD/.gpu-bundle/lib
+  else
+    bundle_libs=$PWD/.gpu-bundle/lib:$PWD/.gpu-bundle/lib-cxx
+  fi
+  export LD_LIBRARY_PATH=$bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   check=.gpu-bundle/bin/gpu_check perfdir=none
   bench=.gpu-bundle/bin/nccl_bench dropin=$PWD/.gpu-bundle/dropin
   log "# gpu_check from .gpu-bundle (built elsewhere)"
@@ -79,11 +87,26 @@ if [ -x "$bench" ]; then
 else
   log "# nccl_bench not built (needs nccl.h and libnccl.so.2 at build time): no comparison with NCCL"
 fi
-# A DDP step on CUDA tensors through loom and through NCCL, where loom_torch with CUDA tensors imports here
-# (a build of this tree with -DLOOM_WITH_TORCH=ON against this machine's torch: LOOM_GPU_BUILD_DIR/python).
+# A DDP step on CUDA tensors through loom and through NCCL, where loom_torch with CUDA tensors imports here:
+# a build of this tree with -DLOOM_WITH_TORCH=ON against this machine's torch (LOOM_GPU_BUILD_DIR/python),
+# else the binding alone, compiled here against this machine's torch on the bundle's libloom (about a
+# minute: one translation unit).
 torch_py=${LOOM_GPU_BUILD_DIR:-build-gpu}/python
-if PYTHONPATH=$torch_py${PYTHONPATH:+:$PYTHONPATH} python3 -c \
-     "import loom_torch, sys; sys.exit(0 if loom_torch._C.build_info()['cuda_tensors'] else 1)" 2>/dev/null; then
+torch_ok() {
+  PYTHONPATH=$torch_py${PYTHONPATH:+:$PYTHONPATH} python3 -c \
+    "import loom_torch, sys; sys.exit(0 if loom_torch._C.build_info()['cuda_tensors'] else 1)" 2>/dev/null
+}
+if ! torch_ok && [ -e .gpu-bundle/include/loom.h ]; then
+  torch_build=build-gpu-torch torch_py=build-gpu-torch/python
+  log "# building loom_torch here against $(python3 -c 'import torch; print(torch.__version__)' 2>&1) on the bundle's libloom"
+  mkdir -p "$torch_build"
+  if ! { cmake -S bindings/torch -B "$torch_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_PREBUILT="$PWD/.gpu-bundle" \
+           -DPython3_EXECUTABLE="$(command -v python3)" && timeout 300 cmake --build "$torch_build" -j "$(nproc)"; } \
+         > "$torch_build/build.log" 2>&1; then
+    tail -30 "$torch_build/build.log" | tee -a "$results"; log "FAILED: building loom_torch"; status=1
+  fi
+fi
+if torch_ok; then
   log "# torch DDP step on CUDA tensors: loom vs nccl"
   PYTHONPATH=$torch_py${PYTHONPATH:+:$PYTHONPATH} timeout 180 python3 tests/gpu/torch_ddp_cuda.py 2>&1 | tee -a "$results"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1

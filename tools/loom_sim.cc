@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     machine.capNet = modelSpec.find("net=") != std::string::npos;
+    // A model from before the duplex probe: both ways at the one-way speed, as it priced them.
+    if (machine.capNet && modelSpec.find("netduplex=") == std::string::npos)
+      machine.model.netDuplexGBs = machine.model.netGBs;
     machine.source = "--model " + modelSpec;
   }
   const int n = cluster.nranks(), usedHosts = static_cast<int>(systems.size());

@@ -131,10 +131,12 @@ static double gbPerSecondSince(size_t bytes, std::chrono::steady_clock::time_poi
 }
 
 // Across hosts: rank 0 and the first rank of another host time their connection, as the shm probe times
-// the slots: half the median round trip of one small message (a hand-over between hosts) and the best of
-// three one-way transfers of 4 MB, answered by one byte (the bandwidth of one connection, the copies in
-// and out of the kernel included).  Every other rank has nothing to do; *stepUs and *gbs stay 0 there.
-loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
+// the slots: half the median round trip of one small message (a hand-over between hosts), the best of
+// five one-way transfers of 4 MB, answered by one byte (the bandwidth of one connection, the copies in
+// and out of the kernel included), and the best of five exchanges of 4 MB each way at once (*duplexGBs,
+// each way: where the kernel's copies run on the hosts' cores, the two directions share them).  Every
+// other rank has nothing to do; the outputs stay 0 there.
+loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* duplexGBs) {
   int far = -1;
   for (int r = 1; r < comm->nranks && far < 0; ++r)
     if (comm->peers[r].hostHash != comm->peers[0].hostHash) far = r;
@@ -170,12 +172,30 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs) {
   }
   *stepUs = least / 2;
   const size_t bytes = 4u << 20;
-  std::vector<char> big(bytes, 1);
-  for (int i = 0; i < 3; ++i) {
+  std::vector<char> big(bytes, 1), in(bytes);
+  auto exchange = [&] {
+    p2p.count = bytes;
+    return runTransfers(comm, {Transfer{peer, true, big.data(), bytes, callSignature(p2p)},
+                               Transfer{peer, false, in.data(), bytes, callSignature(p2p)}},
+                        "the network probe");
+  };
+  // Untimed first: a new connection sends its first megabytes in TCP's slow start, and the kernel
+  // grows its buffers as it goes; the calls that follow init find it warm.
+  LOOM_CHECK(exchange());
+  LOOM_CHECK(exchange());
+  for (int i = 0; i < 5; ++i) {
     const auto t0 = clock::now();
     LOOM_CHECK(transfer(first, big.data(), bytes));
     LOOM_CHECK(transfer(!first, small, 1));
     *gbs = std::max(*gbs, gbPerSecondSince(bytes, t0));
+  }
+  // A round trip of one byte after each exchange, so that both sides start the next one together.
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = clock::now();
+    LOOM_CHECK(exchange());
+    *duplexGBs = std::max(*duplexGBs, gbPerSecondSince(bytes, t0));
+    LOOM_CHECK(transfer(first, small, 1));
+    LOOM_CHECK(transfer(!first, small, 1));
   }
   return loomSuccess;
 }
@@ -202,7 +222,9 @@ static CopySpeeds copySpeeds() {
     copy(b.data(), a.data(), small);
     measured.cacheGBs = std::max(measured.cacheGBs, gbPerSecondSince(small, t0));
   }
-  for (int i = 0; i < 4; ++i) {  // 4 x 8 MB: a few ms, and robust to one slow moment of a shared machine
+  // 8 x 8 MB: a few ms.  Best of them, as one slow moment of a shared machine spoils a try, not the
+  // figure (4 tries read 7-23 GB/s in some jobs of perf/sim_validate.py where others read 30-35).
+  for (int i = 0; i < 8; ++i) {
     auto t0 = clock::now();
     copy(b.data(), a.data(), big);
     measured.memGBs = std::max(measured.memGBs, gbPerSecondSince(big, t0));
@@ -259,7 +281,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   using clock = std::chrono::steady_clock;
   // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
-    double stepUs, cacheGBs, memGBs, llcMB, netStepUs, netGBs;
+    double stepUs, cacheGBs, memGBs, llcMB, netStepUs, netGBs, netDuplexGBs;
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
@@ -336,8 +358,8 @@ loomResult_t tuneCostModel(loomComm* comm) {
     mine.memGBs = speeds.memGBs;
     mine.llcMB = lastLevelCacheShareMB();
   }
-  mine.netStepUs = mine.netGBs = 0;
-  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs));
+  mine.netStepUs = mine.netGBs = mine.netDuplexGBs = 0;
+  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs, &mine.netDuplexGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
   // Every rank combines them the same way: rank 0's latency, the median of the machines' copy speeds
   // (robust to one that was descheduled while it measured).
@@ -359,6 +381,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   if (all[0].netGBs > 0) {  // rank 0 timed the network (the job spans hosts)
     m.netStepUs = all[0].netStepUs;
     m.netGBs = all[0].netGBs;
+    m.netDuplexGBs = all[0].netDuplexGBs;
     m.netProbed = true;
   }
   comm->costModel = m;

@@ -25,11 +25,11 @@ std::string algoNames() {
 }
 
 std::string CostModel::describe() const {
-  char b[320];
+  char b[384];
   snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory (%.0f MB of last-level "
-           "cache a core), %.1f ranks per core (%s); across hosts step %.1f us, %.2f GB/s (%s)", stepUs,
-           cacheCopyGBs, memCopyGBs, llcShareMB, oversubscription, probed ? "probed" : "constants", netStepUs,
-           netGBs, netProbed ? "probed" : "constants");
+           "cache a core), %.1f ranks per core (%s); across hosts step %.1f us, %.2f GB/s one way, %.2f GB/s "
+           "each way both at once (%s)", stepUs, cacheCopyGBs, memCopyGBs, llcShareMB, oversubscription,
+           probed ? "probed" : "constants", netStepUs, netGBs, netDuplexGBs, netProbed ? "probed" : "constants");
   return b;
 }
 
@@ -44,7 +44,8 @@ struct SpecKey {
 const SpecKey kSpecKeys[] = {{"step", &CostModel::stepUs},         {"cache", &CostModel::cacheCopyGBs},
                              {"mem", &CostModel::memCopyGBs},      {"oversub", &CostModel::oversubscription},
                              {"netstep", &CostModel::netStepUs},   {"net", &CostModel::netGBs},
-                             {"call", &CostModel::callUs},         {"llc", &CostModel::llcShareMB}};
+                             {"netduplex", &CostModel::netDuplexGBs}, {"call", &CostModel::callUs},
+                             {"llc", &CostModel::llcShareMB}};
 }  // namespace
 
 std::string CostModel::spec() const {
@@ -66,7 +67,8 @@ bool CostModel::parseSpec(const std::string& text, CostModel* m, std::string* wh
     for (const SpecKey& k : kSpecKeys)
       if (key == k.key) found = &k;
     if (found == nullptr || eq == std::string::npos) {
-      *why = "'" + item + "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, call, llc";
+      *why = "'" + item + "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, netduplex, call, "
+             "llc";
       return false;
     }
     const std::string value = item.substr(eq + 1);
@@ -223,6 +225,7 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
     case CollType::ReduceScatter:
       return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5 * (n - 1), (n - 1.0) * ringShare) : none();
     case CollType::Broadcast: {
+      out.bothWays = false;  // along a chain or down a tree: each connection one way
       if (algo == Algo::Ring) return set(n - 1 + slices - 1, 2.0, 1.0);
       // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
       // the first slice, but a host's first rank sends every byte to two other hosts.  On two hosts
@@ -231,7 +234,9 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
       const double depth = std::floor(std::log2(static_cast<double>(hosts))) + (local - 1);
       return set(depth + slices - 1, 2.0, 2.0);
     }
-    case CollType::Reduce: return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5, 1.0) : none();
+    case CollType::Reduce:
+      out.bothWays = false;
+      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5, 1.0) : none();
     // S is one block (the API's count is per peer): a rank sends n-1 of them, and a host's connections
     // out carry one for each pair of its ranks and the others'.  (Until the simulator's validation this
     // read S as a rank's whole buffer, n times too little work; alltoall has one algorithm, so no choice
@@ -248,7 +253,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   if (!c.applies) return 1e30;
   // The probe timed one connection while the other ranks were idle; in a call every connection moves at
   // once, and where ranks share cores so do their connections' copies.
-  const double netGBs = m.netGBs / std::max(1.0, m.oversubscription);
+  const double netGBs = (c.bothWays ? m.netDuplexGBs : m.netGBs) / std::max(1.0, m.oversubscription);
   return c.latencyUs + c.memoryUs + c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
 }
 

@@ -52,6 +52,11 @@ struct CostModel {
   // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
   double netStepUs = 30;
   double netGBs = 1.2;
+  // The same connection's speed each way while both ways move at once (the probe times an exchange):
+  // a NIC's full duplex gives netGBs again, but where the network is the hosts' own cores (TCP without
+  // offload, a veth between namespaces) the two directions share them.  Rings, exchanges and alltoall
+  // move both ways; a broadcast or reduce chain one way.
+  double netDuplexGBs = 1.2;
   // What every call costs beside its steps and bytes (argument checks, the plan, the closing flush, the
   // ranks meeting at the first step), per rank sharing a core: fitted to perf/sim_validate.py's run of
   // 2026-12-05 (64 KB calls at 2-8 ranks and 2-4 hosts), not probed.  The same for every algorithm, so it
@@ -66,7 +71,8 @@ struct CostModel {
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
-  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,call=8,llc=16": what INFO logs print and
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,netduplex=1.2,call=8,llc=16": what INFO
+  // logs print and
   // loom-sim --model reads back, so a simulation can price calls with a real job's probed machine.
   std::string spec() const;
   // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on
@@ -81,6 +87,7 @@ struct CallCost {
   double latencyUs = 0;     // hand-overs x their latency
   double memoryUs = 0;      // memory passes on the ranks' cores (shared where ranks share cores)
   double netLinkBytes = 0;  // what the busiest connection between hosts carries, as a multiple of S
+  bool bothWays = true;     // its connections move both ways at once (at netDuplexGBs), else one way (netGBs)
 };
 
 // `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
@@ -89,8 +96,8 @@ struct CallCost {
 // connection carries 1/rails of the ring's bytes (topo/routes.h; 1 where a host has one NIC).
 CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                   int rails = 1);
-// The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth (shared
-// where ranks share cores); 1e30 where the algorithm does not apply, 0 for a single rank.
+// The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth, one way
+// or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a single rank.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                  int rails = 1);
 

@@ -16,6 +16,7 @@
 #include "algos/channels.h"
 #include "algos/selector.h"
 #include "runtime/comm_topology.h"
+#include "runtime/cpu_binding.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "device/device_call.h"
@@ -154,6 +155,12 @@ loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const std::vector
   const auto t1 = std::chrono::steady_clock::now();
   LOOM_CHECK(parent != nullptr ? commInheritTopology(comm, *parent) : commBuildTopology(comm));
   const double topologyMs = msSince(t1);
+  // Before the probe and the transports' threads, which inherit it; a non-blocking init runs on a
+  // thread of its own, whose binding would not be the caller's.
+  if (parent == nullptr && comm->blocking) {
+    const std::string binding = bindToShareOfMachine(comm);  // (not inside the log macro: it may not run)
+    LOOM_INFO(kInit, "CPU affinity: %s", binding.c_str());
+  }
   const auto t2 = std::chrono::steady_clock::now();
   comm->connections.resize(1);
   comm->connections[0].resize(nranks);

@@ -183,7 +183,7 @@ SimMachine defaultMachine(const Cluster& c) {
     if (most > 1) m.model.stepUs *= 2 * most;  // a hand-over may wait for a rank to wake (as tuneCostModel)
     m.source = "the cost model's constants for CPU ranks (no probe)";
   }
-  if (slowestPort(c) > 0) m.model.netGBs = slowestPort(c);
+  if (slowestPort(c) > 0) m.model.netGBs = m.model.netDuplexGBs = slowestPort(c);  // a NIC: full duplex
   return m;
 }
 
@@ -198,7 +198,6 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
   const int n = c.nranks(), hosts = usedHosts(c);
   const size_t slot = simStepBytes(hosts > 1);
   const double S = static_cast<double>(bytes), f = std::max(1.0, m.model.oversubscription);
-  const double cap = m.capNet ? m.model.netGBs / f : 0.0;
   const long long wanted = params().NCHANNELS > 0 ? params().NCHANNELS : static_cast<long long>(plan.rings.size());
   const int channels = channelsFor(std::max(1LL, wanted), bytes, n, slot, kMaxChannels);
   std::vector<SimEstimate> out;
@@ -208,6 +207,7 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
     const CallCost cost = callCost(m.model, algo, coll, bytes, n, hosts, slot, rails);
     const Traffic traffic = trafficOf(coll, algo, c, plan, channels);
     if (!cost.applies || !traffic.applies) continue;
+    const double cap = m.capNet ? (cost.bothWays ? m.model.netDuplexGBs : m.model.netGBs) / f : 0.0;
     SimEstimate e;
     e.algo = algo;
     e.pattern = traffic.pattern;

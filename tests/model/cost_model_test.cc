@@ -57,5 +57,31 @@ TEST(CostModel, ShapesGrowWithRanksAndSlices) {
             allReduceShape(Algo::Tree, at(256 << 10, 8, 1)).steps);
 }
 
+TEST(CostModel, ExchangesCrossAtTheDuplexSpeedChainsAtTheOneWaySpeed) {
+  // 2 hosts x 1 rank, 16 MB: the ring allreduce moves S each way at once (netDuplexGBs), the broadcast
+  // chain S one way (netGBs).  Halving the duplex speed adds exactly S / duplex to the allreduce and
+  // nothing to the broadcast; the spec round-trips the new key.
+  CostModel m;
+  m.netGBs = 4.0, m.netDuplexGBs = 2.0;
+  const size_t S = 16u << 20, slot = 1u << 20;
+  const double ar = predictUs(m, Algo::Ring, CollType::AllReduce, S, 2, 2, slot);
+  const double bc = predictUs(m, Algo::Ring, CollType::Broadcast, S, 2, 2, slot);
+  const CallCost arCost = callCost(m, Algo::Ring, CollType::AllReduce, S, 2, 2, slot);
+  const CallCost bcCost = callCost(m, Algo::Ring, CollType::Broadcast, S, 2, 2, slot);
+  EXPECT_TRUE(arCost.bothWays);
+  EXPECT_FALSE(bcCost.bothWays);
+  EXPECT_NEAR(ar - arCost.latencyUs - arCost.memoryUs, S * 1e-3 / 2.0, 1e-6 * ar);
+  EXPECT_NEAR(bc - bcCost.latencyUs - bcCost.memoryUs, S * 1e-3 / 4.0, 1e-6 * bc);
+  CostModel slower = m;
+  slower.netDuplexGBs = 1.0;
+  EXPECT_NEAR(predictUs(slower, Algo::Ring, CollType::AllReduce, S, 2, 2, slot) - ar, S * 1e-3 / 2.0, 1e-6 * ar);
+  EXPECT_DOUBLE_EQ(predictUs(slower, Algo::Ring, CollType::Broadcast, S, 2, 2, slot), bc);
+  CostModel back;
+  std::string why;
+  ASSERT_TRUE(CostModel::parseSpec(slower.spec(), &back, &why)) << why;
+  EXPECT_DOUBLE_EQ(back.netDuplexGBs, 1.0);
+  EXPECT_DOUBLE_EQ(back.netGBs, 4.0);
+}
+
 }  // namespace
 }  // namespace loom

@@ -210,6 +210,11 @@ loomResult_t receiveFromAny(loomComm* comm, Transfer receive, int* source) {
   // Looks at the head of each queue without taking it (a slot stays at the head until release()), from
   // a starting peer that rotates call by call, so that no sender is always preferred.
   const size_t first = comm->anySourceTurn++ % peers.size();
+  // A rank that sent its last message and left (destroyed its communicator, exited) is no failure: it
+  // just cannot be the source any more.  The receive watches the others and fails only once every rank
+  // has left; an abort or a failure announced by any rank still ends it at once.  A rank that left
+  // stays in the scan: what it sent before leaving may still be arriving.
+  std::vector<int> watched = peers;
   for (size_t round = 0;; ++round) {
     for (size_t k = 0; k < peers.size(); ++k) {
       const int peer = peers[(first + k) % peers.size()];
@@ -225,9 +230,32 @@ loomResult_t receiveFromAny(loomComm* comm, Transfer receive, int* source) {
         return loomSuccess;
       }
     }
-    // Each idle round watches one peer for failure (a dead rank fails the communicator), in turn.
-    ctx.peer = peers[round % peers.size()];
-    LOOM_CHECK(backoff.idle());
+    // Each idle round watches one peer for failure, in turn.  The rank noticed gone was looked at by
+    // a whole pass since (Backoff reports it one idle() late), so nothing it sent is left behind.
+    ctx.peer = watched[round % watched.size()];
+    loomResult_t rc;
+    {
+      QuietErrors quiet;  // a rank that left is no warning
+      rc = backoff.idle();
+    }
+    int culprit = -1, from = -1;
+    const bool failed =
+        comm->abortFlag.load() || (comm->bootstrap != nullptr && comm->bootstrap->failureAnnounced(&culprit, &from));
+    const int gone = lastErrorPeer();  // whom the failure is about (not always the peer watched now)
+    if (rc == loomRemoteError && !failed && watched.size() > 1 &&
+        std::find(watched.begin(), watched.end(), gone) != watched.end()) {
+      LOOM_INFO(kTransport, "%s: rank %d stops watching %s: %s", what, comm->rank, comm->describe(gone).c_str(),
+                lastErrorDetail());
+      watched.erase(std::find(watched.begin(), watched.end(), gone));
+      clearLastError();
+      backoff.progressed();
+      continue;
+    }
+    if (rc != loomSuccess) {
+      setError(rc, "%s%s", lastErrorDetail(), rc == loomRemoteError && !failed ? " (the last rank that could send)" : "");
+      setLastErrorPeer(gone);
+      return rc;
+    }
   }
 }
 

@@ -56,7 +56,11 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
 }
 
 loomResult_t Backoff::idle() {
-  if (pending_ != loomSuccess) return failWait(ctx_, pending_, pendingWhy_);
+  if (pending_ != loomSuccess) {
+    WaitContext noticed = ctx_;
+    noticed.peer = pendingPeer_;
+    return failWait(noticed, pending_, pendingWhy_);
+  }
   auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
   if (idleUs < spinUs_) {
     for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
@@ -69,6 +73,7 @@ loomResult_t Backoff::idle() {
   sleepUs_ = sleepUs_ == 0 ? 10 : std::min(sleepUs_ * 2, 1000);
   usleep(static_cast<useconds_t>(sleepUs_));
   pending_ = checkWait(ctx_, deadline_, &pendingWhy_);
+  pendingPeer_ = ctx_.peer;
   return loomSuccess;
 }
 

@@ -156,6 +156,7 @@ class Backoff {
   const WaitContext& ctx_;
   loomResult_t pending_ = loomSuccess;  // noticed at the last idle(), reported if nothing moved since
   std::string pendingWhy_;
+  int pendingPeer_ = -1;  // whom it was about: the caller may watch another peer by the next idle()
   Deadline::Clock::time_point idleSince_;
   Deadline deadline_;
   int sleepUs_ = 0;

@@ -2,6 +2,10 @@
 // mismatches are named, and groups also drive several communicators from one thread.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -136,6 +140,56 @@ TEST(PointToPoint, MismatchedSizesAreNamed) {
           << loomGetErrorString(r) << ": " << loomGetLastError(comm);
     }
   }, 60, /*commTimeoutSec=*/3);
+}
+
+// A receive from any source whose senders each send once and leave (destroy the communicator and
+// exit), one after another: every receive completes, each from another sender, every element checked.
+// Rank 0 watches the senders in turn while it waits, so it sees the first ones gone before the last one
+// sends: a rank that left is no failure of a receive that others can still satisfy.
+class AnySourceSendersLeave : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AnySourceSendersLeave, EveryReceiveCompletes) {
+  ScopedEnv env;
+  if (std::string(GetParam()) == "socket") env.set("LOOM_SHM_DISABLE", "1");
+  constexpr int kRanks = 4, kCount = 1000;
+  runRanks(kRanks, [&](int rank, loomComm_t comm) {
+    std::vector<int32_t> v(kCount);
+    if (rank != 0) {
+      usleep(static_cast<useconds_t>(150000 * (rank - 1)));
+      std::iota(v.begin(), v.end(), rank * 100000);
+      EXPECT_EQ(loomSend(v.data(), kCount, loomInt32, 0, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+      return;
+    }
+    int mask = 0;
+    for (int k = 0; k < kRanks - 1; ++k) {
+      std::fill(v.begin(), v.end(), -1);
+      int source = -1;
+      ASSERT_EQ(loomRecvAnySource(v.data(), kCount, loomInt32, &source, comm, nullptr), loomSuccess)
+          << "receive " << k << ": " << loomGetLastError(comm);
+      ASSERT_TRUE(source >= 1 && source < kRanks) << source;
+      mask |= 1 << source;
+      EXPECT_EQ(wrongFrom(v, source * 100000), 0u) << "from rank " << source;
+    }
+    EXPECT_EQ(mask, 0xe);
+  }, 120, /*commTimeoutSec=*/30);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AnySourceSendersLeave, ::testing::Values("shm", "socket"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// Once every rank that could send has left, the receive fails at once (not at the timeout), naming one.
+TEST(PointToPoint, AnySourceFailsWhenEverySenderLeft) {
+  runRanks(3, [&](int rank, loomComm_t comm) {
+    if (rank != 0) return;
+    int32_t v[8];
+    int source = -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(loomRecvAnySource(v, 8, loomInt32, &source, comm, nullptr), loomRemoteError);
+    EXPECT_LT(testing::secondsSince(t0), testing::timeBound(10));
+    const std::string msg = loomGetLastError(comm);
+    EXPECT_NE(msg.find("the last rank that could send"), std::string::npos) << msg;
+    EXPECT_EQ(source, -1);
+  }, 120, /*commTimeoutSec=*/60);
 }
 
 // One thread drives all ranks of a loomCommInitAll through one group.

@@ -67,8 +67,8 @@ bool CostModel::parseSpec(const std::string& text, CostModel* m, std::string* wh
     for (const SpecKey& k : kSpecKeys)
       if (key == k.key) found = &k;
     if (found == nullptr || eq == std::string::npos) {
-      *why = "'" + item + "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, netduplex, call, "
-             "llc";
+      *why = "'" + item +
+             "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, netduplex, call, llc";
       return false;
     }
     const std::string value = item.substr(eq + 1);

@@ -71,9 +71,9 @@ struct CostModel {
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
-  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,netduplex=1.2,call=8,llc=16": what INFO
-  // logs print and
-  // loom-sim --model reads back, so a simulation can price calls with a real job's probed machine.
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,netduplex=1.2,call=8,llc=16": what
+  // INFO logs print and loom-sim --model reads back, so a simulation can price calls with a real job's
+  // probed machine.
   std::string spec() const;
   // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on
   // an unknown key or a value that is not a positive number.

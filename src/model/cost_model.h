@@ -97,7 +97,8 @@ struct CallCost {
 CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                   int rails = 1);
 // The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth, one way
-// or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a single rank.
+// or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a
+// single rank.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                  int rails = 1);
 

@@ -16,8 +16,9 @@ namespace loom {
 // sleeper on the CPU of the one that woke it.  Two ranks that hand data back and forth then drift onto
 // one CPU while the other idles: across two namespace hosts of a 2-core machine a 16 MB allreduce took
 // 12-15 ms in 6 of 8 jobs and 5.0 ms in the other two; pinned by taskset, 5.2-7.1 ms in 8 of 8, and
-// bound here, 5.1-8.8 ms in 8 of 8 (the drift also made loom-sim's validation a coin toss).  So a rank takes a
-// share of the machine's CPUs as MPI launchers bind by default, but only where nothing chose for it:
+// bound here, 5.1-8.8 ms in 8 of 8 (the drift also made loom-sim's validation a coin toss).  So a rank
+// takes a share of the machine's CPUs as MPI launchers bind by default, but only where nothing chose
+// for it:
 //   - its thread may run on every online CPU (no launcher, taskset, numactl or cpuset bound it);
 //   - it is the only rank of its process (in-process ranks share the caller's threads);
 //   - the machine's ranks (every namespace host on this kernel) are no more than its CPUs;

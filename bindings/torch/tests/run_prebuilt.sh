@@ -13,8 +13,10 @@ cmake -S "$src/bindings/torch" -B "$work/torch" -G Ninja -DCMAKE_BUILD_TYPE=Rele
       -DPython3_EXECUTABLE="$py" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/torch" -j 2 > "$work/build.log" || { tail -40 "$work/build.log"; exit 1; }
 module=$(ls "$work"/torch/python/loom_torch/_C*.so)
-# It must load the bundle's libloom (no loom linked in), found by its run path.
-ldd "$module" | grep -q "libloom.so.0 => $work/bundle/lib/libloom.so.0" || { ldd "$module"; echo "FAIL: not on the bundle's libloom"; exit 1; }
+# It must load the bundle's libloom (no loom linked in), found by its run path.  (ldd's whole answer
+# first: under pipefail, grep -q leaving early fails the pipe with ldd's SIGPIPE.)
+libs=$(ldd "$module")
+grep -q "libloom.so.0 => $work/bundle/lib/libloom.so.0" <<< "$libs" || { echo "$libs"; echo "FAIL: not on the bundle's libloom"; exit 1; }
 cd "$work"
 LD_LIBRARY_PATH="$work/bundle/lib" PYTHONPATH="$work/torch/python" OMP_NUM_THREADS=1 \
   "$py" -m torch.distributed.run --standalone --nproc-per-node 2 -m pytest -q -p no:cacheprovider \

@@ -9,7 +9,7 @@ build=$1 work=$2
 rm -rf "$work" && mkdir -p "$work"
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"
-lib=$(find "$prefix" -name 'libloom.so.*' -type f | head -n1)
+lib=$(find "$prefix" -name 'libloom.so.*' -type f -print -quit)
 [ -n "$lib" ] || { echo "FAIL: no libloom installed under $prefix"; exit 1; }
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $5}' | tr -d '[]')
 echo "libloom NEEDED: $(echo $needed)"
@@ -26,5 +26,5 @@ echo "$info" | sed -n 1,3p
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(cd "$work" && timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$prefix/bin/all_reduce_perf" -b 8 -e 1M -f 4 -c 1)
 echo "$out" | tail -12
-echo "$out" | grep -q '# Out of bounds values : 0 OK' || { echo "FAIL: the installed all_reduce_perf did not check out"; exit 1; }
+grep -q '# Out of bounds values : 0 OK' <<< "$out" || { echo "FAIL: the installed all_reduce_perf did not check out"; exit 1; }
 echo "installed_tools: loom-info and all_reduce_perf under mpirun ran from $prefix without LD_LIBRARY_PATH"

@@ -9,7 +9,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 prefix="$work/prefix"
-libdir=$(dirname "$(find "$prefix" -name 'libloom.so' | head -n1)")
+libdir=$(dirname "$(find "$prefix" -name 'libloom.so' -print -quit)")
 
 cmake -S "$here" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/cmake.log"
 cmake --build "$work/cmake-build" > "$work/cmake-build.log"

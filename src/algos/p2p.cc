@@ -238,24 +238,25 @@ loomResult_t receiveFromAny(loomComm* comm, Transfer receive, int* source) {
       QuietErrors quiet;  // a rank that left is no warning
       rc = backoff.idle();
     }
+    if (rc == loomSuccess) continue;
+    // Whom the failure is about (not always the peer watched now); read before the bootstrap is asked,
+    // whose reads may reset it.  Only a failure is worth the question (a poll of its listener).
+    const int gone = lastErrorPeer();
     int culprit = -1, from = -1;
-    const bool failed =
-        comm->abortFlag.load() || (comm->bootstrap != nullptr && comm->bootstrap->failureAnnounced(&culprit, &from));
-    const int gone = lastErrorPeer();  // whom the failure is about (not always the peer watched now)
-    if (rc == loomRemoteError && !failed && watched.size() > 1 &&
-        std::find(watched.begin(), watched.end(), gone) != watched.end()) {
+    const bool left = rc == loomRemoteError && !comm->abortFlag.load() &&
+                      !(comm->bootstrap != nullptr && comm->bootstrap->failureAnnounced(&culprit, &from));
+    const auto at = std::find(watched.begin(), watched.end(), gone);
+    if (left && watched.size() > 1 && at != watched.end()) {
       LOOM_INFO(kTransport, "%s: rank %d stops watching %s: %s", what, comm->rank, comm->describe(gone).c_str(),
                 lastErrorDetail());
-      watched.erase(std::find(watched.begin(), watched.end(), gone));
+      watched.erase(at);
       clearLastError();
       backoff.progressed();
       continue;
     }
-    if (rc != loomSuccess) {
-      setError(rc, "%s%s", lastErrorDetail(), rc == loomRemoteError && !failed ? " (the last rank that could send)" : "");
-      setLastErrorPeer(gone);
-      return rc;
-    }
+    setError(rc, "%s%s", lastErrorDetail(), left ? " (the last rank that could send)" : "");
+    setLastErrorPeer(gone);
+    return rc;
   }
 }
 

@@ -93,7 +93,7 @@ def main():
             continue
         host = report.LocalHost(count) if kind == "shm" else report.NamespaceHosts(count, per_host)
         nranks, hosts = (count, 1) if kind == "shm" else (count * per_host, count)
-        errors, matches, points = [], 0, 0
+        errors, spreads, matches, points = [], [], 0, 0
         try:
             with tempfile.TemporaryDirectory() as work:
                 # Rounds over the collectives, so that drift on a shared machine hits all alike; each point
@@ -111,6 +111,9 @@ def main():
                         if not samples:
                             continue
                         t_meas = statistics.median(m for m, _ in samples)
+                        # The machine's own noise: how far the same call's measured times lie apart
+                        # from run to run (a floor under any prediction's error).
+                        spreads.append((max(m for m, _ in samples) - min(m for m, _ in samples)) / t_meas)
                         t_pred = statistics.median(p[0] for _, p in samples)
                         algo = runs[coll][0][1][size][1]
                         err = (t_pred - t_meas) / t_meas
@@ -123,10 +126,12 @@ def main():
         finally:
             host.close()
         if errors:
-            summary.append((name, statistics.median(errors), max(errors), points, matches, spec))
+            summary.append((name, statistics.median(errors), max(errors), statistics.median(spreads), points, matches,
+                            spec))
     write(args.out, rows, summary, notes)
     for s in summary:
-        print(f"{s[0]}: median |error| {100 * s[1]:.1f}% (max {100 * s[2]:.0f}%), choice matched {s[4]}/{s[3]}")
+        print(f"{s[0]}: median |error| {100 * s[1]:.1f}% (max {100 * s[2]:.0f}%), measured spread {100 * s[3]:.0f}%, "
+              f"choice matched {s[5]}/{s[4]}")
     return 0
 
 
@@ -144,11 +149,15 @@ def write(path, rows, summary, notes):
                 "allreduce and broadcast in place; 10 timed calls a run, the median of 3 runs).  Each configuration's runs probe the "
                 "machine as every loom job does, and loom-sim prices the same call with that probed model "
                 "(`--model`, from the run's own log); the error is (predicted - measured) / measured.  "
-                "'choice' is the algorithm the first run chose / the one loom-sim names as loom's choice.\n\n")
-        f.write("| configuration | median \\|error\\| | max \\|error\\| | points | same choice | probed model (of its last collective's first run) |\n")
-        f.write("|---|---:|---:|---:|---:|---|\n")
-        for name, med, mx, points, matches, spec in summary:
-            f.write(f"| {name} | {100 * med:.1f}% | {100 * mx:.0f}% | {points} | {matches}/{points} | `{spec}` |\n")
+                "'choice' is the algorithm the first run chose / the one loom-sim names as loom's choice.  "
+                "'measured spread' is the median over the points of (slowest - fastest) / median of the runs' "
+                "measured times: the machine's own noise in the same run.\n\n")
+        f.write("| configuration | median \\|error\\| | max \\|error\\| | measured spread | points | same choice | "
+                "probed model (of its last collective's first run) |\n")
+        f.write("|---|---:|---:|---:|---:|---:|---|\n")
+        for name, med, mx, spread, points, matches, spec in summary:
+            f.write(f"| {name} | {100 * med:.1f}% | {100 * mx:.0f}% | {100 * spread:.0f}% | {points} | "
+                    f"{matches}/{points} | `{spec}` |\n")
         for n in notes:
             f.write(f"\n{n}\n")
         f.write("\n| configuration | collective | size | measured (us) | predicted (us) | error | choice |\n")

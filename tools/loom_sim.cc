@@ -201,6 +201,9 @@ int main(int argc, char** argv) {
     // A model from before the duplex probe: both ways at the one-way speed, as it priced them.
     if (machine.capNet && modelSpec.find("netduplex=") == std::string::npos)
       machine.model.netDuplexGBs = machine.model.netGBs;
+    // One from before the whole-message probe: those at the exchange speed, as it priced them.
+    if (machine.capNet && modelSpec.find("netdirect=") == std::string::npos)
+      machine.model.netDirectGBs = machine.model.netDuplexGBs;
     machine.source = "--model " + modelSpec;
   }
   const int n = cluster.nranks(), usedHosts = static_cast<int>(systems.size());

@@ -131,12 +131,17 @@ static double gbPerSecondSince(size_t bytes, std::chrono::steady_clock::time_poi
 }
 
 // Across hosts: rank 0 and the first rank of another host time their connection, as the shm probe times
-// the slots: half the median round trip of one small message (a hand-over between hosts), the best of
-// five one-way transfers of 4 MB, answered by one byte (the bandwidth of one connection, the copies in
-// and out of the kernel included), and the best of five exchanges of 4 MB each way at once (*duplexGBs,
-// each way: where the kernel's copies run on the hosts' cores, the two directions share them).  Every
-// other rank has nothing to do; the outputs stay 0 there.
-loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* duplexGBs) {
+// the slots: half the median round trip of one small message (a hand-over between hosts), then three
+// speeds, each the best of a few tries answered by one byte so that both sides start the next together:
+// 4 MB streamed slot by slot one way (*gbs: a chain's broadcast), 4 MB streamed both ways at once
+// (*duplexGBs, each way: where the kernel's copies run on the hosts' cores, the two directions share
+// them; a ring's steps), and 8 MB exchanged as one whole message each way (*directGBs: the p2p
+// transfers of flat, oneshot and rhd).  The streams are timed as the rings and chains move data, not
+// as one transfer: the 4 MB exchange that priced them before read 1.5-4.9 GB/s from run to run where the
+// ring allreduce it priced took 4.85 ms every time (perf/sim_validate.py, 2026-12-06), and moves half
+// what a ring's slot stream moves over the same connection.  Every other rank has nothing to do; the
+// outputs stay 0 there.
+loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* duplexGBs, double* directGBs) {
   int far = -1;
   for (int r = 1; r < comm->nranks && far < 0; ++r)
     if (comm->peers[r].hostHash != comm->peers[0].hostHash) far = r;
@@ -173,30 +178,52 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* d
   *stepUs = least / 2;
   const size_t bytes = 4u << 20;
   std::vector<char> big(bytes, 1), in(bytes);
+  // Slot by slot on channel 0, as a chain or a ring steps: this rank sends (when `sends`) and receives
+  // (when `receives`) each slice in turn.
+  CollArgs stream{};
+  stream.coll = CollType::Broadcast;
+  stream.type = loomInt8;
+  stream.count = bytes;
+  auto streamed = [&](bool sends, bool receives) -> loomResult_t {
+    Primitives prims(comm, sends ? peer : -1, receives ? peer : -1, 0, stream, "the network probe");
+    for (size_t off = 0; off < bytes; off += prims.maxElems()) {
+      const size_t len = std::min(prims.maxElems(), bytes - off);
+      if (sends) LOOM_CHECK(prims.sendFinal(big.data() + off, len, Landing::kCaller));
+      if (receives) LOOM_CHECK(prims.recv(in.data() + off, len));
+    }
+    return comm->flushSends();
+  };
+  // Whole messages of 8 MB (a 16 MB call's halves or blocks at 2 ranks), from and into buffers that
+  // have left the caches: at 4 MB the exchange fits the sockets' buffers and read 2.4 GB/s each way
+  // where rhd's 8 MB halves moved at 0.9 (and the ring, streaming the same call, at 1.5-2.3).
+  const size_t wholeBytes = 8u << 20;
+  std::vector<char> wholeOut(wholeBytes, 1), wholeIn(wholeBytes);
   auto exchange = [&] {
-    p2p.count = bytes;
-    return runTransfers(comm, {Transfer{peer, true, big.data(), bytes, callSignature(p2p)},
-                               Transfer{peer, false, in.data(), bytes, callSignature(p2p)}},
+    p2p.count = wholeBytes;
+    return runTransfers(comm, {Transfer{peer, true, wholeOut.data(), wholeBytes, callSignature(p2p)},
+                               Transfer{peer, false, wholeIn.data(), wholeBytes, callSignature(p2p)}},
                         "the network probe");
   };
-  // Untimed first: a new connection sends its first megabytes in TCP's slow start, and the kernel
-  // grows its buffers as it goes; the calls that follow init find it warm.
-  LOOM_CHECK(exchange());
-  LOOM_CHECK(exchange());
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = clock::now();
-    LOOM_CHECK(transfer(first, big.data(), bytes));
-    LOOM_CHECK(transfer(!first, small, 1));
-    *gbs = std::max(*gbs, gbPerSecondSince(bytes, t0));
-  }
-  // A round trip of one byte after each exchange, so that both sides start the next one together.
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = clock::now();
-    LOOM_CHECK(exchange());
-    *duplexGBs = std::max(*duplexGBs, gbPerSecondSince(bytes, t0));
+  auto handshake = [&]() -> loomResult_t {
     LOOM_CHECK(transfer(first, small, 1));
-    LOOM_CHECK(transfer(!first, small, 1));
-  }
+    return transfer(!first, small, 1);
+  };
+  // Five timed tries of `once` after one untimed (a new connection sends its first megabytes in TCP's
+  // slow start, and the kernel grows its buffers as it goes; the calls after init find it warm).
+  auto bestOf = [&](int tries, size_t moved, double* out, const auto& once) -> loomResult_t {
+    for (int i = -1; i < tries; ++i) {
+      const auto t0 = clock::now();
+      LOOM_CHECK(once());
+      if (i >= 0) *out = std::max(*out, gbPerSecondSince(moved, t0));
+      LOOM_CHECK(handshake());
+    }
+    return loomSuccess;
+  };
+  LOOM_CHECK(bestOf(5, bytes, gbs, [&] { return streamed(first, !first); }));
+  LOOM_CHECK(bestOf(5, bytes, duplexGBs, [&] { return streamed(true, true); }));
+  LOOM_CHECK(bestOf(3, wholeBytes, directGBs, exchange));  // 3: each is 8-16 ms here
+  LOOM_INFO(kAlgo, "network probe with rank %d: %.2f GB/s streamed one way, %.2f each way both at once, %.2f "
+            "each way as whole messages", peer, *gbs, *duplexGBs, *directGBs);
   return loomSuccess;
 }
 
@@ -281,7 +308,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
   using clock = std::chrono::steady_clock;
   // The hand-over latency first, while no rank is busy probing anything else.
   struct Probe {
-    double stepUs, cacheGBs, memGBs, llcMB, netStepUs, netGBs, netDuplexGBs;
+    double stepUs, cacheGBs, memGBs, llcMB, netStepUs, netGBs, netDuplexGBs, netDirectGBs;
   };
   std::vector<Probe> all(comm->nranks);
   Probe& mine = all[comm->rank];
@@ -358,8 +385,8 @@ loomResult_t tuneCostModel(loomComm* comm) {
     mine.memGBs = speeds.memGBs;
     mine.llcMB = lastLevelCacheShareMB();
   }
-  mine.netStepUs = mine.netGBs = mine.netDuplexGBs = 0;
-  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs, &mine.netDuplexGBs));
+  mine.netStepUs = mine.netGBs = mine.netDuplexGBs = mine.netDirectGBs = 0;
+  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs, &mine.netDuplexGBs, &mine.netDirectGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
   // Every rank combines them the same way: rank 0's latency, the median of the machines' copy speeds
   // (robust to one that was descheduled while it measured).
@@ -382,6 +409,7 @@ loomResult_t tuneCostModel(loomComm* comm) {
     m.netStepUs = all[0].netStepUs;
     m.netGBs = all[0].netGBs;
     m.netDuplexGBs = all[0].netDuplexGBs;
+    m.netDirectGBs = all[0].netDirectGBs;
     m.netProbed = true;
   }
   comm->costModel = m;

@@ -25,11 +25,12 @@ std::string algoNames() {
 }
 
 std::string CostModel::describe() const {
-  char b[384];
+  char b[448];
   snprintf(b, sizeof b, "step %.1f us, copy %.2f GB/s in cache, %.2f GB/s from memory (%.0f MB of last-level "
            "cache a core), %.1f ranks per core (%s); across hosts step %.1f us, %.2f GB/s one way, %.2f GB/s "
-           "each way both at once (%s)", stepUs, cacheCopyGBs, memCopyGBs, llcShareMB, oversubscription,
-           probed ? "probed" : "constants", netStepUs, netGBs, netDuplexGBs, netProbed ? "probed" : "constants");
+           "each way both at once, %.2f GB/s for whole messages (%s)", stepUs, cacheCopyGBs, memCopyGBs,
+           llcShareMB, oversubscription, probed ? "probed" : "constants", netStepUs, netGBs, netDuplexGBs,
+           netDirectGBs, netProbed ? "probed" : "constants");
   return b;
 }
 
@@ -44,8 +45,8 @@ struct SpecKey {
 const SpecKey kSpecKeys[] = {{"step", &CostModel::stepUs},         {"cache", &CostModel::cacheCopyGBs},
                              {"mem", &CostModel::memCopyGBs},      {"oversub", &CostModel::oversubscription},
                              {"netstep", &CostModel::netStepUs},   {"net", &CostModel::netGBs},
-                             {"netduplex", &CostModel::netDuplexGBs}, {"call", &CostModel::callUs},
-                             {"llc", &CostModel::llcShareMB}};
+                             {"netduplex", &CostModel::netDuplexGBs}, {"netdirect", &CostModel::netDirectGBs},
+                             {"call", &CostModel::callUs},         {"llc", &CostModel::llcShareMB}};
 }  // namespace
 
 std::string CostModel::spec() const {
@@ -68,7 +69,8 @@ bool CostModel::parseSpec(const std::string& text, CostModel* m, std::string* wh
       if (key == k.key) found = &k;
     if (found == nullptr || eq == std::string::npos) {
       *why = "'" + item +
-             "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, netduplex, call, llc";
+             "' is not KEY=VALUE with KEY one of step, cache, mem, oversub, netstep, net, netduplex, netdirect, call, "
+             "llc";
       return false;
     }
     const std::string value = item.substr(eq + 1);
@@ -208,12 +210,15 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
       c.scratchSpills = S * n > kScratchKeepBytes;
       const AlgoShape a = allReduceShape(algo, c);
       if (!a.applies) return none();
+      // Rhd's exchanges and oneshot's gathering round (above one slot) are p2p transfers.
+      out.wholeMessages = algo == Algo::Rhd || (algo == Algo::OneShot && S > static_cast<double>(slotBytes));
       set(a.steps, a.passes, a.linkBytes * (algo == Algo::Ring ? ringShare : 1.0));
       out.latencyUs += a.hostSteps * m.stepUs;
       return out;
     }
     case CollType::AllGather: {
       if (algo == Algo::Flat) {  // single copies by the kernel (process_vm_readv): slower from memory
+        out.wholeMessages = true;  // p2p transfers, one to every peer
         const bool single = hosts == 1 && m.hostDirectPostMin > 0 && S >= static_cast<double>(m.hostDirectPostMin);
         return set(1.5 + 0.6 * (n - 1), (n - 1) * (single ? (fromMemory ? 2.2 : 1.5) : 2.0), flatLink);
       }
@@ -242,9 +247,14 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
     // read S as a rank's whole buffer, n times too little work; alltoall has one algorithm, so no choice
     // changed.)
     case CollType::AllToAll:
+      out.wholeMessages = true;
       return algo == Algo::Flat ? set(1.5 + 0.6 * (n - 1), 1.5 * (n - 1), flatLink) : none();
     default: return out;
   }
+}
+
+double netSpeedGBs(const CostModel& m, const CallCost& c) {
+  return c.wholeMessages ? m.netDirectGBs : c.bothWays ? m.netDuplexGBs : m.netGBs;
 }
 
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int n, int hosts, size_t slotBytes,
@@ -253,7 +263,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   if (!c.applies) return 1e30;
   // The probe timed one connection while the other ranks were idle; in a call every connection moves at
   // once, and where ranks share cores so do their connections' copies.
-  const double netGBs = (c.bothWays ? m.netDuplexGBs : m.netGBs) / std::max(1.0, m.oversubscription);
+  const double netGBs = netSpeedGBs(m, c) / std::max(1.0, m.oversubscription);
   return c.latencyUs + c.memoryUs + c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
 }
 

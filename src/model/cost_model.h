@@ -57,6 +57,12 @@ struct CostModel {
   // offload, a veth between namespaces) the two directions share them.  Rings, exchanges and alltoall
   // move both ways; a broadcast or reduce chain one way.
   double netDuplexGBs = 1.2;
+  // Each way, both at once, for whole messages handed to the transport as one transfer (p2p: flat
+  // allgather and alltoall, oneshot's gathering round, rhd's exchanges) rather than streamed slot by
+  // slot: a socket moves them at a speed of its own, probed as 8 MB each way at once (on this machine's
+  // veths 0.8-1.0 GB/s in six jobs, where a ring streamed 16 MB calls at 0.9-2.3 and rhd, which moves
+  // 8 MB halves, at 0.8-1.0: docs/perf/sim.md).
+  double netDirectGBs = 1.2;
   // What every call costs beside its steps and bytes (argument checks, the plan, the closing flush, the
   // ranks meeting at the first step), per rank sharing a core: fitted to perf/sim_validate.py's run of
   // 2026-12-05 (64 KB calls at 2-8 ranks and 2-4 hosts), not probed.  The same for every algorithm, so it
@@ -71,9 +77,9 @@ struct CostModel {
   bool probed = false;
   bool netProbed = false;
   std::string describe() const;
-  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,netduplex=1.2,call=8,llc=16": what
-  // INFO logs print and loom-sim --model reads back, so a simulation can price calls with a real job's
-  // probed machine.
+  // The speeds as "step=5.3,cache=12,mem=5,oversub=4,netstep=30,net=1.2,netduplex=1.2,netdirect=1.2,
+  // call=8,llc=16": what INFO logs print and loom-sim --model reads back, so a simulation can price calls
+  // with a real job's probed machine.
   std::string spec() const;
   // Sets the fields `text` names (any subset of spec()'s keys, comma separated); false with *why on
   // an unknown key or a value that is not a positive number.
@@ -88,6 +94,7 @@ struct CallCost {
   double memoryUs = 0;      // memory passes on the ranks' cores (shared where ranks share cores)
   double netLinkBytes = 0;  // what the busiest connection between hosts carries, as a multiple of S
   bool bothWays = true;     // its connections move both ways at once (at netDuplexGBs), else one way (netGBs)
+  bool wholeMessages = false;  // its bytes cross as whole-message transfers (at netDirectGBs)
 };
 
 // `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
@@ -96,6 +103,9 @@ struct CallCost {
 // connection carries 1/rails of the ring's bytes (topo/routes.h; 1 where a host has one NIC).
 CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                   int rails = 1);
+// The speed (GB/s) at which `c`'s connections between hosts move its bytes, before ranks share cores:
+// whole messages at netDirectGBs, streams both ways at netDuplexGBs, one way at netGBs.
+double netSpeedGBs(const CostModel& m, const CallCost& c);
 // The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth, one way
 // or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a
 // single rank.

@@ -183,7 +183,8 @@ SimMachine defaultMachine(const Cluster& c) {
     if (most > 1) m.model.stepUs *= 2 * most;  // a hand-over may wait for a rank to wake (as tuneCostModel)
     m.source = "the cost model's constants for CPU ranks (no probe)";
   }
-  if (slowestPort(c) > 0) m.model.netGBs = m.model.netDuplexGBs = slowestPort(c);  // a NIC: full duplex
+  if (slowestPort(c) > 0)  // a NIC: full duplex, whole messages or streamed
+    m.model.netGBs = m.model.netDuplexGBs = m.model.netDirectGBs = slowestPort(c);
   return m;
 }
 
@@ -207,7 +208,7 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
     const CallCost cost = callCost(m.model, algo, coll, bytes, n, hosts, slot, rails);
     const Traffic traffic = trafficOf(coll, algo, c, plan, channels);
     if (!cost.applies || !traffic.applies) continue;
-    const double cap = m.capNet ? (cost.bothWays ? m.model.netDuplexGBs : m.model.netGBs) / f : 0.0;
+    const double cap = m.capNet ? netSpeedGBs(m.model, cost) / f : 0.0;
     SimEstimate e;
     e.algo = algo;
     e.pattern = traffic.pattern;

@@ -20,9 +20,9 @@ namespace loom {
 
 struct SimMachine {
   CostModel model;      // latencies, copy speeds, ranks per core, the network speed the selector assumes
-  bool capNet = false;  // NIC ports carry at most model.netGBs (netDuplexGBs each way where a call moves
-                        // both ways) / ranks per core (a measured machine, whose connections are slower
-                        // than its NICs' line rate)
+  bool capNet = false;  // NIC ports carry at most the call's network speed (netSpeedGBs: one way, both
+                        // ways, whole messages) / ranks per core (a measured machine, whose connections
+                        // are slower than its NICs' line rate)
   // Whether the memory work runs beside the transfers (GPU kernels reduce while the copy engines and
   // NVLink move data: a call takes the longer of the two) or on the same cores (CPU ranks copy into and
   // out of the kernel's sockets and the shared-memory slots themselves: the two add up, as the

@@ -222,7 +222,7 @@ TEST(AllReduce, TheRingFollowsThePlannedOrder) {
 // carries, at the network's bandwidth: bounds computed by hand from each algorithm's traffic.
 TEST(AllReduce, TheModelChargesTheNetworkAcrossHosts) {
   CostModel m;
-  m.netGBs = m.netDuplexGBs = 1.0;  // 1 GB/s each way and both ways at once: 1 us per KB
+  m.netGBs = m.netDuplexGBs = m.netDirectGBs = 1.0;  // one way, both ways, whole messages: 1 us per KB
   m.netStepUs = 20;
   const size_t mb64 = 64u << 20, slot = 256u << 10;
   const double us64 = static_cast<double>(mb64) * 1e-3;  // 64 MB at 1 GB/s, in us
@@ -238,7 +238,7 @@ TEST(AllReduce, TheModelChargesTheNetworkAcrossHosts) {
   // and a small one pays the network's step.
   for (Algo a : {Algo::Ring, Algo::Tree, Algo::Rhd, Algo::OneShot, Algo::Hier}) {
     CostModel slow = m;
-    slow.netGBs = slow.netDuplexGBs = 0.5;
+    slow.netGBs = slow.netDuplexGBs = slow.netDirectGBs = 0.5;
     EXPECT_EQ(predictUs(m, a, CollType::AllReduce, mb64, 4, 1, slot), predictUs(slow, a, CollType::AllReduce, mb64, 4, 1, slot))
         << algoName(a);
     EXPECT_GT(predictUs(slow, a, CollType::AllReduce, mb64, 4, 2, slot), predictUs(m, a, CollType::AllReduce, mb64, 4, 2, slot))

@@ -83,5 +83,42 @@ TEST(CostModel, ExchangesCrossAtTheDuplexSpeedChainsAtTheOneWaySpeed) {
   EXPECT_DOUBLE_EQ(back.netGBs, 4.0);
 }
 
+TEST(CostModel, WholeMessageTransfersCrossAtTheDirectSpeed) {
+  // 2 hosts x 1 rank, 16 MB: alltoall, flat allgather, rhd and oneshot above a slot hand the transport
+  // whole messages (netDirectGBs); the ring streams slots (netDuplexGBs), and so does oneshot within
+  // one slot.  Halving the direct speed adds exactly each one's bytes again to the first and nothing to
+  // the others; the spec round-trips the key.
+  CostModel m;
+  m.netGBs = 4.0, m.netDuplexGBs = 3.0, m.netDirectGBs = 2.0;
+  const size_t S = 16u << 20, slot = 1u << 20;
+  CostModel slower = m;
+  slower.netDirectGBs = 1.0;
+  struct Case {
+    Algo algo;
+    CollType coll;
+    size_t bytes;
+    bool whole;
+  };
+  const Case cases[] = {{Algo::Flat, CollType::AllToAll, S, true},     {Algo::Flat, CollType::AllGather, S, true},
+                        {Algo::Rhd, CollType::AllReduce, S, true},     {Algo::OneShot, CollType::AllReduce, S, true},
+                        {Algo::OneShot, CollType::AllReduce, slot, false}, {Algo::Ring, CollType::AllReduce, S, false},
+                        {Algo::Ring, CollType::AllGather, S, false}};
+  for (const Case& c : cases) {
+    const CallCost cost = callCost(m, c.algo, c.coll, c.bytes, 2, 2, slot);
+    ASSERT_TRUE(cost.applies) << algoName(c.algo);
+    EXPECT_EQ(cost.wholeMessages, c.whole) << algoName(c.algo) << " " << c.bytes;
+    EXPECT_GT(cost.netLinkBytes, 0) << algoName(c.algo);
+    const double before = predictUs(m, c.algo, c.coll, c.bytes, 2, 2, slot);
+    const double after = predictUs(slower, c.algo, c.coll, c.bytes, 2, 2, slot);
+    const double wire = cost.netLinkBytes * static_cast<double>(c.bytes) * 1e-3;
+    EXPECT_NEAR(after - before, c.whole ? wire / 2.0 : 0.0, 1e-6 * before) << algoName(c.algo) << " " << c.bytes;
+  }
+  CostModel back;
+  std::string why;
+  ASSERT_TRUE(CostModel::parseSpec(slower.spec(), &back, &why)) << why;
+  EXPECT_DOUBLE_EQ(back.netDirectGBs, 1.0);
+  EXPECT_DOUBLE_EQ(back.netDuplexGBs, 3.0);
+}
+
 }  // namespace
 }  // namespace loom

@@ -62,7 +62,7 @@ TEST(Sim, RingOverTwoHostsLoadsEachPortWithWhatItSends) {
   // with a measured 1.25 GB/s per connection that is the call's link time: S / 1.25 GB/s.
   Planned p = plan({system(kCpuHost), system(kCpuHost)}, 1);
   SimMachine m = defaultMachine(p.cluster);
-  m.model.netGBs = m.model.netDuplexGBs = 1.25, m.capNet = true;
+  m.model.netGBs = m.model.netDuplexGBs = m.model.netDirectGBs = 1.25, m.capNet = true;
   const double S = 8 << 20;
   const SimEstimate ring = of(simulate(p.cluster, p.plan, m, CollType::AllReduce, 8 << 20), Algo::Ring);
   EXPECT_NEAR(ring.linkUs, S / 1.25e3, 1e-6 * ring.linkUs);
@@ -86,7 +86,7 @@ TEST(Sim, RoutedNetworkLoadMatchesTheSelectorsShapes) {
     std::vector<std::shared_ptr<const TopoSystem>> systems(hosts, system(kCpuHost));
     Planned p = plan(systems, 1);
     SimMachine m = defaultMachine(p.cluster);
-    m.model.netGBs = m.model.netDuplexGBs = 1.0, m.capNet = true;
+    m.model.netGBs = m.model.netDuplexGBs = m.model.netDirectGBs = 1.0, m.capNet = true;
     const size_t bytes = 4 << 20;
     for (const SimEstimate& e : simulate(p.cluster, p.plan, m, CollType::AllReduce, bytes)) {
       if (e.algo == Algo::Rhd || e.algo == Algo::Tree) continue;  // their rounds and trees: below
@@ -108,7 +108,7 @@ TEST(Sim, RhdRoundsCarryHalvingShares) {
   EXPECT_DOUBLE_EQ(t.phases[1].flows[0].units, 0.25);
   EXPECT_DOUBLE_EQ(t.phases[3].flows[0].units, 0.5);
   SimMachine m = defaultMachine(p.cluster);
-  m.model.netGBs = m.model.netDuplexGBs = 1.0, m.capNet = true;
+  m.model.netGBs = m.model.netDuplexGBs = m.model.netDirectGBs = 1.0, m.capNet = true;
   const SimEstimate rhd = of(simulate(p.cluster, p.plan, m, CollType::AllReduce, 1 << 20), Algo::Rhd);
   EXPECT_NEAR(rhd.linkUs, 1.5 * (1 << 20) * 1e-3, 1e-6 * rhd.linkUs);
   // Non-powers of two fold in first: 3 ranks, the first two pair up, so one whole S crosses before.

@@ -49,19 +49,19 @@ struct CostModel {
   double memCopyGBs = 5.0;     // copy bandwidth past the private caches (the probe copies 8 MB)
   double oversubscription = 1; // ranks per core on this host (>= 1): ranks share cores and memory bandwidth
   // Across hosts (probed between two hosts when the job spans several): one hand-over between ranks on
-  // different hosts, and the bandwidth of one connection (what it moves per second, copies included).
+  // different hosts, and the bandwidth of one connection streaming slot by slot one way (what it moves
+  // per second, copies included: a broadcast or reduce chain).
   double netStepUs = 30;
   double netGBs = 1.2;
-  // The same connection's speed each way while both ways move at once (the probe times an exchange):
-  // a NIC's full duplex gives netGBs again, but where the network is the hosts' own cores (TCP without
-  // offload, a veth between namespaces) the two directions share them.  Rings, exchanges and alltoall
-  // move both ways; a broadcast or reduce chain one way.
+  // The same connection's speed each way while both ways stream at once (a ring's steps): a NIC's full
+  // duplex gives netGBs again, but where the network is the hosts' own cores (TCP without offload, a
+  // veth between namespaces) the two directions share them.
   double netDuplexGBs = 1.2;
   // Each way, both at once, for whole messages handed to the transport as one transfer (p2p: flat
   // allgather and alltoall, oneshot's gathering round, rhd's exchanges) rather than streamed slot by
-  // slot: a socket moves them at a speed of its own, probed as 8 MB each way at once (on this machine's
-  // veths 0.8-1.0 GB/s in six jobs, where a ring streamed 16 MB calls at 0.9-2.3 and rhd, which moves
-  // 8 MB halves, at 0.8-1.0: docs/perf/sim.md).
+  // slot: a socket moves large ones at a speed of its own, probed as 8 MB each way at once (on this
+  // machine's veths 0.7-1.2 GB/s in eleven jobs, where a ring streamed 16 MB calls at 0.9-2.3 and rhd,
+  // which moves 8 MB halves, at 0.8-1.0: docs/perf/sim.md); netSpeedGBs prices smaller ones.
   double netDirectGBs = 1.2;
   // What every call costs beside its steps and bytes (argument checks, the plan, the closing flush, the
   // ranks meeting at the first step), per rank sharing a core: fitted to perf/sim_validate.py's run of
@@ -94,7 +94,8 @@ struct CallCost {
   double memoryUs = 0;      // memory passes on the ranks' cores (shared where ranks share cores)
   double netLinkBytes = 0;  // what the busiest connection between hosts carries, as a multiple of S
   bool bothWays = true;     // its connections move both ways at once (at netDuplexGBs), else one way (netGBs)
-  bool wholeMessages = false;  // its bytes cross as whole-message transfers (at netDirectGBs)
+  // > 0: its bytes cross as whole-message transfers of this many bytes each (netSpeedGBs prices them).
+  double wholeMessageBytes = 0;
 };
 
 // `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
@@ -104,7 +105,9 @@ struct CallCost {
 CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                   int rails = 1);
 // The speed (GB/s) at which `c`'s connections between hosts move its bytes, before ranks share cores:
-// whole messages at netDirectGBs, streams both ways at netDuplexGBs, one way at netGBs.
+// streams both ways at netDuplexGBs, one way at netGBs, whole messages of 2 MB and more at
+// netDirectGBs, and smaller ones faster, up to the streams' speed at 512 KB (they fit the sockets'
+// buffers and stay in cache).
 double netSpeedGBs(const CostModel& m, const CallCost& c);
 // The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth, one way
 // or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a

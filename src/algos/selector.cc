@@ -130,45 +130,35 @@ static double gbPerSecondSince(size_t bytes, std::chrono::steady_clock::time_poi
   return bytes / 1e3 / std::max(us, 1e-3);
 }
 
-// Across hosts: rank 0 and the first rank of another host time their connection, as the shm probe times
-// the slots: half the median round trip of one small message (a hand-over between hosts), then three
-// speeds, each the best of a few tries answered by one byte so that both sides start the next together:
-// 4 MB streamed slot by slot one way (*gbs: a chain's broadcast), 4 MB streamed both ways at once
-// (*duplexGBs, each way: where the kernel's copies run on the hosts' cores, the two directions share
-// them; a ring's steps), and 8 MB exchanged as one whole message each way (*directGBs: the p2p
-// transfers of flat, oneshot and rhd).  The streams are timed as the rings and chains move data, not
-// as one transfer: the 4 MB exchange that priced them before read 1.5-4.9 GB/s from run to run where the
-// ring allreduce it priced took 4.85 ms every time (perf/sim_validate.py, 2026-12-06), and moves half
-// what a ring's slot stream moves over the same connection.  Every other rank has nothing to do; the
-// outputs stay 0 there.
-loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* duplexGBs, double* directGBs) {
+// Across hosts, the hand-over: rank 0 and the first rank of another host take half the median round
+// trip of one small message, as the shm probe times the slots.  Every other rank has nothing to do;
+// *stepUs stays 0 there.
+static loomResult_t probeNetworkStep(loomComm* comm, double* stepUs) {
   int far = -1;
   for (int r = 1; r < comm->nranks && far < 0; ++r)
     if (comm->peers[r].hostHash != comm->peers[0].hostHash) far = r;
   if (far < 0 || (comm->rank != 0 && comm->rank != far)) return loomSuccess;
   const bool first = comm->rank == 0;
   const int peer = first ? far : 0;
-  using clock = std::chrono::steady_clock;
   CollArgs p2p{};
   p2p.coll = CollType::Send;
   p2p.type = loomInt8;
-  auto transfer = [&](bool send, void* buf, size_t bytes) {
-    p2p.count = bytes;
-    return runTransfers(comm, {Transfer{peer, send, static_cast<char*>(buf), bytes, callSignature(p2p)}},
-                        "the network probe");
-  };
+  p2p.count = 8;
   char small[8] = {};
+  auto transfer = [&](bool send) {
+    return runTransfers(comm, {Transfer{peer, send, small, sizeof small, callSignature(p2p)}}, "the network probe");
+  };
   // Three batches of 6 round trips, the least of their medians: a busy moment of a shared machine
   // spoils a batch, not the figure (one median of 16 read 97 us where every other run read 10.6, and the
   // selector decides with it: perf/sim_validate.py).
   std::vector<double> trips;
   double least = 0;
   for (int i = -2; i < 18; ++i) {  // two untimed: the connections are made then
-    const auto t0 = clock::now();
-    LOOM_CHECK(transfer(first, small, sizeof small));
-    LOOM_CHECK(transfer(!first, small, sizeof small));
+    const auto t0 = std::chrono::steady_clock::now();
+    LOOM_CHECK(transfer(first));
+    LOOM_CHECK(transfer(!first));
     if (i < 0) continue;
-    trips.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    trips.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (trips.size() == 6) {
       std::nth_element(trips.begin(), trips.begin() + 3, trips.end());
       least = least == 0 ? trips[3] : std::min(least, trips[3]);
@@ -176,23 +166,70 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* d
     }
   }
   *stepUs = least / 2;
+  return loomSuccess;
+}
+
+// Across hosts, the bandwidths, timed with every rank moving at once as a call's ranks do (one pair
+// timed while the others sat idle, divided by the ranks per core, read 4-host calls 25-50% fast:
+// docs/perf/sim.md).  The hosts stand in a ring in the order of their first ranks, and each rank
+// streams to the rank of the same index on the next host and from the one on the host before (a ring
+// step; on 2 hosts both ways of one connection): three speeds, each this rank's best of a few tries,
+// between which the ring trades one byte so that all start the next together.  4 MB streamed slot by
+// slot (*gbs: one way, down the chain of hosts from the first to the last, as a chain's broadcast),
+// 4 MB streamed both ways at once (*duplexGBs, each way: where the kernel's copies run on the hosts'
+// cores, the directions share them), and 8 MB exchanged as one whole message each way (*directGBs: the
+// p2p transfers of flat, oneshot and rhd).  The streams are timed as the rings and chains move data,
+// not as one transfer: the 4 MB exchange that priced them before read 1.5-4.9 GB/s from run to run where
+// the ring allreduce it priced took 4.85 ms every time (perf/sim_validate.py, 2026-12-06), and moves
+// half what a ring's slot stream moves over the same connection.  A rank whose index some host has no
+// rank of (hosts of unequal sizes) sits out; its outputs stay 0.
+static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* duplexGBs, double* directGBs) {
+  std::map<uint64_t, int> hostOf;  // host hash -> position in the ring of hosts
+  std::vector<std::vector<int>> ranksOn;
+  for (int r = 0; r < comm->nranks; ++r) {
+    auto it = hostOf.emplace(comm->peers[r].hostHash, static_cast<int>(ranksOn.size())).first;
+    if (it->second == static_cast<int>(ranksOn.size())) ranksOn.emplace_back();
+    ranksOn[static_cast<size_t>(it->second)].push_back(r);
+  }
+  const int hosts = static_cast<int>(ranksOn.size());
+  if (hosts < 2) return loomSuccess;
+  const int host = hostOf[comm->peers[comm->rank].hostHash];
+  const std::vector<int>& mine = ranksOn[static_cast<size_t>(host)];
+  const size_t index = static_cast<size_t>(std::find(mine.begin(), mine.end(), comm->rank) - mine.begin());
+  // The ring of this index closes only where every host has a rank of it.
+  size_t fewest = mine.size();
+  for (const std::vector<int>& there : ranksOn) fewest = std::min(fewest, there.size());
+  if (index >= fewest) return loomSuccess;
+  auto onHost = [&](int h) { return ranksOn[static_cast<size_t>((h + hosts) % hosts)][index]; };
+  const int next = onHost(host + 1), prev = onHost(host - 1);
+  using clock = std::chrono::steady_clock;
+  CollArgs p2p{};
+  p2p.coll = CollType::Send;
+  p2p.type = loomInt8;
+  char shake[1] = {};
+  p2p.count = 1;
+  const uint64_t shakeSignature = callSignature(p2p);
+  auto handshake = [&] {
+    return runTransfers(comm, {Transfer{next, true, shake, 1, shakeSignature},
+                               Transfer{prev, false, shake, 1, shakeSignature}},
+                        "the network probe");
+  };
   const size_t bytes = 4u << 20;
   std::vector<char> big(bytes, 1), in(bytes);
-  // Slot by slot on channel 0, as a chain or a ring steps: this rank sends (when `sends`) and receives
-  // (when `receives`) each slice in turn.  A chain's slices land in the caller's buffer (Landing::kCaller:
-  // the receiving side waits for the rank to name it); a ring's reduce-scatter steps reduce what the
-  // wire read ahead into the slots (kSlot), into a chunk that stays in cache: the probe copies each
-  // slice out into one such chunk.
+  // Slot by slot on channel 0, as a chain or a ring steps: each slice in turn.  A chain's slices land in
+  // the caller's buffer (Landing::kCaller: the receiving side waits for the rank to name it); a ring's
+  // reduce-scatter steps reduce what the wire read ahead into the slots (kSlot), into a chunk that stays
+  // in cache: the probe copies each slice out into one such chunk.
   CollArgs stream{};
   stream.coll = CollType::Broadcast;
   stream.type = loomInt8;
   stream.count = bytes;
-  auto streamed = [&](bool sends, bool receives, Landing landing) -> loomResult_t {
-    Primitives prims(comm, sends ? peer : -1, receives ? peer : -1, 0, stream, "the network probe");
+  auto streamed = [&](int to, int from, Landing landing) -> loomResult_t {
+    Primitives prims(comm, to, from, 0, stream, "the network probe");
     for (size_t off = 0; off < bytes; off += prims.maxElems()) {
       const size_t len = std::min(prims.maxElems(), bytes - off);
-      if (sends) LOOM_CHECK(prims.sendFinal(big.data() + off, len, landing));
-      if (receives) LOOM_CHECK(prims.recv(in.data() + (landing == Landing::kCaller ? off : 0), len));
+      if (to >= 0) LOOM_CHECK(prims.sendFinal(big.data() + off, len, landing));
+      if (from >= 0) LOOM_CHECK(prims.recv(in.data() + (landing == Landing::kCaller ? off : 0), len));
     }
     return comm->flushSends();
   };
@@ -201,32 +238,34 @@ loomResult_t probeNetwork(loomComm* comm, double* stepUs, double* gbs, double* d
   // where rhd's 8 MB halves moved at 0.9 (and the ring, streaming the same call, at 1.5-2.3).
   const size_t wholeBytes = 8u << 20;
   std::vector<char> wholeOut(wholeBytes, 1), wholeIn(wholeBytes);
+  p2p.count = wholeBytes;
+  const uint64_t wholeSignature = callSignature(p2p);
   auto exchange = [&] {
-    p2p.count = wholeBytes;
-    return runTransfers(comm, {Transfer{peer, true, wholeOut.data(), wholeBytes, callSignature(p2p)},
-                               Transfer{peer, false, wholeIn.data(), wholeBytes, callSignature(p2p)}},
+    return runTransfers(comm, {Transfer{next, true, wholeOut.data(), wholeBytes, wholeSignature},
+                               Transfer{prev, false, wholeIn.data(), wholeBytes, wholeSignature}},
                         "the network probe");
   };
-  auto handshake = [&]() -> loomResult_t {
-    LOOM_CHECK(transfer(first, small, 1));
-    return transfer(!first, small, 1);
-  };
-  // Five timed tries of `once` after one untimed (a new connection sends its first megabytes in TCP's
-  // slow start, and the kernel grows its buffers as it goes; the calls after init find it warm).
-  auto bestOf = [&](int tries, size_t moved, double* out, const auto& once) -> loomResult_t {
+  // Timed tries of `once` after one untimed (a new connection sends its first megabytes in TCP's slow
+  // start, and the kernel grows its buffers as it goes; the calls after init find it warm).  A rank
+  // that sits a probe out (`active` false) trades the bytes that start each try all the same.
+  auto bestOf = [&](int tries, size_t moved, bool active, double* out, const auto& once) -> loomResult_t {
     for (int i = -1; i < tries; ++i) {
+      LOOM_CHECK(handshake());
+      if (!active) continue;
       const auto t0 = clock::now();
       LOOM_CHECK(once());
       if (i >= 0) *out = std::max(*out, gbPerSecondSince(moved, t0));
-      LOOM_CHECK(handshake());
     }
-    return loomSuccess;
+    return handshake();
   };
-  LOOM_CHECK(bestOf(5, bytes, gbs, [&] { return streamed(first, !first, Landing::kCaller); }));
-  LOOM_CHECK(bestOf(5, bytes, duplexGBs, [&] { return streamed(true, true, Landing::kSlot); }));
-  LOOM_CHECK(bestOf(3, wholeBytes, directGBs, exchange));  // 3: each is 8-16 ms here
-  LOOM_INFO(kAlgo, "network probe with rank %d: %.2f GB/s streamed one way, %.2f each way both at once, %.2f "
-            "each way as whole messages", peer, *gbs, *duplexGBs, *directGBs);
+  // One way: down the chain of hosts, as a broadcast's slices go (the hosts between both receive and send).
+  const bool sends = host + 1 < hosts, receives = host > 0;
+  LOOM_CHECK(bestOf(5, bytes, sends || receives, gbs,
+                    [&] { return streamed(sends ? next : -1, receives ? prev : -1, Landing::kCaller); }));
+  LOOM_CHECK(bestOf(5, bytes, true, duplexGBs, [&] { return streamed(next, prev, Landing::kSlot); }));
+  LOOM_CHECK(bestOf(3, wholeBytes, true, directGBs, exchange));  // 3: each is 8-16 ms here
+  LOOM_INFO(kAlgo, "network probe to rank %d, from rank %d: %.2f GB/s streamed one way, %.2f each way both at "
+            "once, %.2f each way as whole messages", next, prev, *gbs, *duplexGBs, *directGBs);
   return loomSuccess;
 }
 
@@ -389,7 +428,8 @@ loomResult_t tuneCostModel(loomComm* comm) {
     mine.llcMB = lastLevelCacheShareMB();
   }
   mine.netStepUs = mine.netGBs = mine.netDuplexGBs = mine.netDirectGBs = 0;
-  LOOM_CHECK(probeNetwork(comm, &mine.netStepUs, &mine.netGBs, &mine.netDuplexGBs, &mine.netDirectGBs));
+  LOOM_CHECK(probeNetworkStep(comm, &mine.netStepUs));
+  LOOM_CHECK(probeNetworkSpeeds(comm, &mine.netGBs, &mine.netDuplexGBs, &mine.netDirectGBs));
   LOOM_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
   // Every rank combines them the same way: rank 0's latency, the median of the machines' copy speeds
   // (robust to one that was descheduled while it measured).
@@ -408,11 +448,14 @@ loomResult_t tuneCostModel(loomComm* comm) {
   m.memCopyGBs = median(&Probe::memGBs, m.memCopyGBs);
   m.llcShareMB = median(&Probe::llcMB, m.llcShareMB);
   m.probed = true;
-  if (all[0].netGBs > 0) {  // rank 0 timed the network (the job spans hosts)
+  if (all[0].netStepUs > 0) {  // rank 0 timed the network (the job spans hosts)
     m.netStepUs = all[0].netStepUs;
-    m.netGBs = all[0].netGBs;
-    m.netDuplexGBs = all[0].netDuplexGBs;
-    m.netDirectGBs = all[0].netDirectGBs;
+    // The ranks' median, as the connections moved with every rank busy: scaled up by the ranks per core,
+    // which the model divides by again (the fields hold what a connection moves on a core of its own).
+    const double f = std::max(1.0, m.oversubscription);
+    m.netGBs = f * median(&Probe::netGBs, m.netGBs / f);
+    m.netDuplexGBs = f * median(&Probe::netDuplexGBs, m.netDuplexGBs / f);
+    m.netDirectGBs = f * median(&Probe::netDirectGBs, m.netDirectGBs / f);
     m.netProbed = true;
   }
   comm->costModel = m;

@@ -268,8 +268,8 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
                  int rails) {
   const CallCost c = callCost(m, algo, coll, bytes, n, hosts, slotBytes, rails);
   if (!c.applies) return 1e30;
-  // The probe timed one connection while the other ranks were idle; in a call every connection moves at
-  // once, and where ranks share cores so do their connections' copies.
+  // The speeds are a connection's on a core of its own; where ranks share cores so do their connections'
+  // copies (the probe, which timed every rank at once, scaled its figures up by as much).
   const double netGBs = netSpeedGBs(m, c) / std::max(1.0, m.oversubscription);
   return c.latencyUs + c.memoryUs + c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
 }

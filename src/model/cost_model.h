@@ -48,9 +48,11 @@ struct CostModel {
   double cacheCopyGBs = 12.0;  // copy bandwidth while the data stays in cache (up to ~1 MB per rank)
   double memCopyGBs = 5.0;     // copy bandwidth past the private caches (the probe copies 8 MB)
   double oversubscription = 1; // ranks per core on this host (>= 1): ranks share cores and memory bandwidth
-  // Across hosts (probed between two hosts when the job spans several): one hand-over between ranks on
-  // different hosts, and the bandwidth of one connection streaming slot by slot one way (what it moves
-  // per second, copies included: a broadcast or reduce chain).
+  // Across hosts (probed when the job spans several): one hand-over between ranks on different hosts,
+  // and the bandwidth of one connection streaming slot by slot one way (what it moves per second, copies
+  // included: a broadcast or reduce chain).  The bandwidths are timed with every rank moving at once and
+  // held as what a connection moves on a core of its own: the probe's figure times the ranks per core,
+  // which predictUs divides by again.
   double netStepUs = 30;
   double netGBs = 1.2;
   // The same connection's speed each way while both ways stream at once (a ring's steps): a NIC's full

@@ -224,10 +224,18 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
   stream.coll = CollType::Broadcast;
   stream.type = loomInt8;
   stream.count = bytes;
+  // A rank with both peers in a chain (Landing::kCaller) relays what it received, as a broadcast's hosts
+  // between the first and the last do: sending its own bytes instead, without waiting for them to
+  // arrive, read 4-host chains 1.5-2x faster than their broadcasts.
   auto streamed = [&](int to, int from, Landing landing) -> loomResult_t {
     Primitives prims(comm, to, from, 0, stream, "the network probe");
+    const bool relay = to >= 0 && from >= 0 && landing == Landing::kCaller;
     for (size_t off = 0; off < bytes; off += prims.maxElems()) {
       const size_t len = std::min(prims.maxElems(), bytes - off);
+      if (relay) {
+        LOOM_CHECK(prims.recvCopySend(in.data() + off, len));
+        continue;
+      }
       if (to >= 0) LOOM_CHECK(prims.sendFinal(big.data() + off, len, landing));
       if (from >= 0) LOOM_CHECK(prims.recv(in.data() + (landing == Landing::kCaller ? off : 0), len));
     }
@@ -258,10 +266,19 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
     }
     return handshake();
   };
-  // One way: down the chain of hosts, as a broadcast's slices go (the hosts between both receive and send).
+  // One way: down the chain of hosts, as a broadcast's slices go (the hosts between relay them), timed
+  // on the first host from its first byte until the last host says it has them all (a byte back round
+  // the ring of hosts).  Only the first host's ranks publish it: its sends alone end as the socket
+  // buffers take them, 3-4x sooner than the bytes arrive, and the last host's clock starts whenever its
+  // handshake returns, with the chain's first megabytes already waiting for it in the buffers.
   const bool sends = host + 1 < hosts, receives = host > 0;
-  LOOM_CHECK(bestOf(5, bytes, sends || receives, gbs,
-                    [&] { return streamed(sends ? next : -1, receives ? prev : -1, Landing::kCaller); }));
+  auto chain = [&]() -> loomResult_t {
+    LOOM_CHECK(streamed(sends ? next : -1, receives ? prev : -1, Landing::kCaller));
+    if (sends && receives) return loomSuccess;
+    return runTransfers(comm, {Transfer{sends ? prev : next, !sends, shake, 1, shakeSignature}}, "the network probe");
+  };
+  double elsewhere = 0;
+  LOOM_CHECK(bestOf(5, bytes, true, host == 0 ? gbs : &elsewhere, chain));
   LOOM_CHECK(bestOf(5, bytes, true, duplexGBs, [&] { return streamed(next, prev, Landing::kSlot); }));
   LOOM_CHECK(bestOf(3, wholeBytes, true, directGBs, exchange));  // 3: each is 8-16 ms here
   LOOM_INFO(kAlgo, "network probe to rank %d, from rank %d: %.2f GB/s streamed one way, %.2f each way both at "

@@ -190,7 +190,19 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
   const double llc = std::max(m.llcShareMB, 0.01) * (1u << 20);
   const double toDram = std::min(1.0, std::max(0.0, std::log2(2 * buffers * f / llc) / 2));
   const double dram = std::pow(kBeyondCacheSlowdown, toDram);
-  auto set = [&](double steps, double work, double linkBytes) {
+  // Across hosts the probe timed the streams slot by slot, each slice taken out of the slot or landed by
+  // the receiver (probeNetworkSpeeds): their speeds hold a pipeline's hand-over per slice and one copy of
+  // every byte that crosses, which a streamed call's steps and passes would count again.  Counted
+  // twice, 2-host broadcasts, whose only work those are, were predicted 16-64% slow in every run of
+  // perf/sim_validate.py (2026-12-07).  Whole-message transfers land where the kernel puts them: their
+  // probe holds neither.
+  auto set = [&](double steps, double work, double linkBytes, double sliceSteps = 0) {
+    const bool probedStream = net && out.wholeMessageBytes <= 0;
+    if (probedStream) {
+      work = std::max(0.0, work - linkBytes);
+    } else {
+      steps += sliceSteps;
+    }
     out.latencyUs = steps * stepUs + m.callUs * f;
     out.memoryUs = refit * dram * work * S * beta * f;
     out.netLinkBytes = net ? linkBytes : 0.0;
@@ -226,23 +238,23 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
       if (algo != Algo::Ring) return none();
       // Two copies per hop, but large outputs are streamed past the cache (algos/primitives.h).
       const bool streamed = S * n >= kStreamingMinBytes;
-      return set(n - 1 + slices - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), (n - 1.0) * ringShare);
+      return set(n - 1, (n - 1) * (streamed && fromMemory ? 1.3 : 2.0), (n - 1.0) * ringShare, slices - 1);
     }
     case CollType::ReduceScatter:
-      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5 * (n - 1), (n - 1.0) * ringShare) : none();
+      return algo == Algo::Ring ? set(n - 1, 2.5 * (n - 1), (n - 1.0) * ringShare, slices - 1) : none();
     case CollType::Broadcast: {
       out.bothWays = false;  // along a chain or down a tree: each connection one way
-      if (algo == Algo::Ring) return set(n - 1 + slices - 1, 2.0, 1.0);
+      if (algo == Algo::Ring) return set(n - 1, 2.0, 1.0, slices - 1);
       // The tree of hosts: log2(hosts) network hops and a chain inside a host before the last rank has
       // the first slice, but a host's first rank sends every byte to two other hosts.  On two hosts
       // it is the chain: not offered.
       if (algo != Algo::Tree || hosts < 3) return none();
       const double depth = std::floor(std::log2(static_cast<double>(hosts))) + (local - 1);
-      return set(depth + slices - 1, 2.0, 2.0);
+      return set(depth, 2.0, 2.0, slices - 1);
     }
     case CollType::Reduce:
       out.bothWays = false;
-      return algo == Algo::Ring ? set(n - 1 + slices - 1, 2.5, 1.0) : none();
+      return algo == Algo::Ring ? set(n - 1, 2.5, 1.0, slices - 1) : none();
     // S is one block (the API's count is per peer): a rank sends n-1 of them, and a host's connections
     // out carry one for each pair of its ranks and the others'.  (Until the simulator's validation this
     // read S as a rank's whole buffer, n times too little work; alltoall has one algorithm, so no choice

@@ -2,6 +2,8 @@
 // properties any model must have; and the paper planner built on them choosing what the shapes imply.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "model/cost_model.h"
 
 namespace loom {
@@ -127,6 +129,28 @@ TEST(CostModel, WholeMessageTransfersCrossAtTheDirectSpeed) {
   ASSERT_TRUE(CostModel::parseSpec(slower.spec(), &back, &why)) << why;
   EXPECT_DOUBLE_EQ(back.netDirectGBs, 1.0);
   EXPECT_DOUBLE_EQ(back.netDuplexGBs, 3.0);
+}
+
+TEST(CostModel, AcrossHostsTheProbedStreamsHoldTheirSliceHandOversAndOneCopy) {
+  // The network probe streams slot by slot and the receiver copies each slice out (or lands it): a
+  // streamed call across hosts is not charged those again.  2 ranks, 16 MB broadcast (2 passes, S over
+  // the connection): on one host its latency grows with the slices and it does 2 passes; across 2 hosts
+  // its latency is the same for any slot and it does 1 pass, half the memory time of the same call on one
+  // host.  The whole-message alltoall keeps all of its passes.
+  CostModel m;
+  const size_t S = 16u << 20, small = 64u << 10, large = 1u << 20;
+  const CallCost oneHostSmall = callCost(m, Algo::Ring, CollType::Broadcast, S, 2, 1, small);
+  const CallCost oneHostLarge = callCost(m, Algo::Ring, CollType::Broadcast, S, 2, 1, large);
+  EXPECT_GT(oneHostSmall.latencyUs, oneHostLarge.latencyUs + 100 * m.stepUs);
+  const CallCost netSmall = callCost(m, Algo::Ring, CollType::Broadcast, S, 2, 2, small);
+  const CallCost netLarge = callCost(m, Algo::Ring, CollType::Broadcast, S, 2, 2, large);
+  EXPECT_DOUBLE_EQ(netSmall.latencyUs, netLarge.latencyUs);
+  EXPECT_DOUBLE_EQ(netSmall.latencyUs, std::max(m.stepUs, m.netStepUs) + m.callUs);
+  EXPECT_NEAR(netLarge.memoryUs, oneHostLarge.memoryUs / 2, 1e-9 * oneHostLarge.memoryUs);
+  const CallCost a2aOne = callCost(m, Algo::Flat, CollType::AllToAll, S, 2, 1, large);
+  const CallCost a2aNet = callCost(m, Algo::Flat, CollType::AllToAll, S, 2, 2, large);
+  EXPECT_GT(a2aNet.wholeMessageBytes, 0);
+  EXPECT_DOUBLE_EQ(a2aNet.memoryUs, a2aOne.memoryUs);
 }
 
 }  // namespace

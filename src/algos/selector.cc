@@ -175,10 +175,11 @@ static loomResult_t probeNetworkStep(loomComm* comm, double* stepUs) {
 // streams to the rank of the same index on the next host and from the one on the host before (a ring
 // step; on 2 hosts both ways of one connection): three speeds, each this rank's best of a few tries,
 // between which the ring trades one byte so that all start the next together.  4 MB streamed slot by
-// slot (*gbs: one way, down the chain of hosts from the first to the last, as a chain's broadcast),
-// 4 MB streamed both ways at once (*duplexGBs, each way: where the kernel's copies run on the hosts'
-// cores, the directions share them), and 8 MB exchanged as one whole message each way (*directGBs: the
-// p2p transfers of flat, oneshot and rhd).  The streams are timed as the rings and chains move data,
+// slot (*gbs: one way, down the chain of hosts from the first to the last, as a chain's broadcast;
+// the first host's ranks publish it), 4 MB round the ring both ways at once as a reduce-scatter's steps
+// (*duplexGBs, each way: where the kernel's copies run on the hosts' cores, the directions share them),
+// and 8 MB exchanged as one whole message each way (*directGBs: the p2p transfers of flat, oneshot and
+// rhd).  The streams are timed as the rings and chains move data,
 // not as one transfer: the 4 MB exchange that priced them before read 1.5-4.9 GB/s from run to run where
 // the ring allreduce it priced took 4.85 ms every time (perf/sim_validate.py, 2026-12-06), and moves
 // half what a ring's slot stream moves over the same connection.  A rank whose index some host has no
@@ -216,28 +217,25 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
   };
   const size_t bytes = 4u << 20;
   std::vector<char> big(bytes, 1), in(bytes);
-  // Slot by slot on channel 0, as a chain or a ring steps: each slice in turn.  A chain's slices land in
-  // the caller's buffer (Landing::kCaller: the receiving side waits for the rank to name it); a ring's
-  // reduce-scatter steps reduce what the wire read ahead into the slots (kSlot), into a chunk that stays
-  // in cache: the probe copies each slice out into one such chunk.
+  // Slot by slot on channel 0, each slice in turn, as a chain's broadcast goes: the first host sends,
+  // the hosts between relay what they received (sending their own bytes instead, without waiting for
+  // them to arrive, read 4-host chains 1.5-2x faster than their broadcasts), and the slices land in the
+  // caller's buffer (Landing::kCaller: the receiving side waits for the rank to name it).
   CollArgs stream{};
   stream.coll = CollType::Broadcast;
   stream.type = loomInt8;
   stream.count = bytes;
-  // A rank with both peers in a chain (Landing::kCaller) relays what it received, as a broadcast's hosts
-  // between the first and the last do: sending its own bytes instead, without waiting for them to
-  // arrive, read 4-host chains 1.5-2x faster than their broadcasts.
-  auto streamed = [&](int to, int from, Landing landing) -> loomResult_t {
+  auto streamed = [&](int to, int from) -> loomResult_t {
     Primitives prims(comm, to, from, 0, stream, "the network probe");
-    const bool relay = to >= 0 && from >= 0 && landing == Landing::kCaller;
     for (size_t off = 0; off < bytes; off += prims.maxElems()) {
       const size_t len = std::min(prims.maxElems(), bytes - off);
-      if (relay) {
+      if (to >= 0 && from >= 0) {
         LOOM_CHECK(prims.recvCopySend(in.data() + off, len));
-        continue;
+      } else if (to >= 0) {
+        LOOM_CHECK(prims.sendFinal(big.data() + off, len, Landing::kCaller));
+      } else {
+        LOOM_CHECK(prims.recv(in.data() + off, len));
       }
-      if (to >= 0) LOOM_CHECK(prims.sendFinal(big.data() + off, len, landing));
-      if (from >= 0) LOOM_CHECK(prims.recv(in.data() + (landing == Landing::kCaller ? off : 0), len));
     }
     return comm->flushSends();
   };
@@ -273,13 +271,33 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
   // handshake returns, with the chain's first megabytes already waiting for it in the buffers.
   const bool sends = host + 1 < hosts, receives = host > 0;
   auto chain = [&]() -> loomResult_t {
-    LOOM_CHECK(streamed(sends ? next : -1, receives ? prev : -1, Landing::kCaller));
+    LOOM_CHECK(streamed(sends ? next : -1, receives ? prev : -1));
     if (sends && receives) return loomSuccess;
     return runTransfers(comm, {Transfer{sends ? prev : next, !sends, shake, 1, shakeSignature}}, "the network probe");
   };
   double elsewhere = 0;
   LOOM_CHECK(bestOf(5, bytes, true, host == 0 ? gbs : &elsewhere, chain));
-  LOOM_CHECK(bestOf(5, bytes, true, duplexGBs, [&] { return streamed(next, prev, Landing::kSlot); }));
+  // Both ways: round the ring of hosts as a ring's reduce-scatter goes (hosts - 1 steps of
+  // bytes / (hosts - 1) each, so that every connection moves `bytes`): each rank sends its own slice,
+  // adds what the wire read ahead into the slots to its own and passes the sum on, and keeps the last
+  // sum in a chunk that stays in cache.  Each rank sending only its own bytes, no step waiting for the
+  // one before, read 4-host rings 1.5-2x faster than their reduce-scatters (4 ranks on 2 cores: a step
+  // waits for a rank to be woken); on 2 hosts the two are the same.
+  CollArgs sums = stream;
+  sums.coll = CollType::ReduceScatter;
+  sums.op = loomSum;
+  const size_t block = bytes / static_cast<size_t>(hosts - 1);
+  auto ring = [&]() -> loomResult_t {
+    Primitives prims(comm, next, prev, 0, sums, "the network probe");
+    for (size_t off = 0; off < block; off += prims.maxElems()) {
+      const size_t len = std::min(prims.maxElems(), block - off);
+      LOOM_CHECK(prims.sendFinal(big.data() + off, len, Landing::kSlot));
+      for (int step = 1; step + 1 < hosts; ++step) LOOM_CHECK(prims.recvReduceSend(big.data() + off, len));
+      LOOM_CHECK(prims.recvReduceCopy(big.data() + off, in.data(), len, 0));
+    }
+    return comm->flushSends();
+  };
+  LOOM_CHECK(bestOf(5, block * static_cast<size_t>(hosts - 1), true, duplexGBs, ring));
   LOOM_CHECK(bestOf(3, wholeBytes, true, directGBs, exchange));  // 3: each is 8-16 ms here
   LOOM_INFO(kAlgo, "network probe to rank %d, from rank %d: %.2f GB/s streamed one way, %.2f each way both at "
             "once, %.2f each way as whole messages", next, prev, *gbs, *duplexGBs, *directGBs);

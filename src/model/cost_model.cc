@@ -190,15 +190,17 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
   const double llc = std::max(m.llcShareMB, 0.01) * (1u << 20);
   const double toDram = std::min(1.0, std::max(0.0, std::log2(2 * buffers * f / llc) / 2));
   const double dram = std::pow(kBeyondCacheSlowdown, toDram);
-  // Across hosts the probe timed the streams slot by slot, each slice taken out of the slot or landed by
-  // the receiver (probeNetworkSpeeds): their speeds hold a pipeline's hand-over per slice and one copy of
-  // every byte that crosses, which a streamed call's steps and passes would count again.  Counted
-  // twice, 2-host broadcasts, whose only work those are, were predicted 16-64% slow in every run of
-  // perf/sim_validate.py (2026-12-07).  Whole-message transfers land where the kernel puts them: their
-  // probe holds neither.
+  // Across hosts a byte that crosses is moved by the kernel, out of the sender's buffer and into the
+  // receiver's or a slot, at the probed speeds (probeNetworkSpeeds times the streams slot by slot, so
+  // that a pipeline's hand-over per slice is in them too): the one copy per hop that the work factors,
+  // fitted on one host, charge for every such byte is not the ranks' work there, nor are the slices'
+  // hand-overs.  Counted twice, 2-host broadcasts, whose only work those are, were predicted 16-64% slow
+  // in every run of perf/sim_validate.py (2026-12-07).  Streams and whole messages alike: charged for
+  // streams alone, 4-host allgathers chose the ring at 4-16 MB where flat took 0.65-0.97 of its time.
+  // The kernel's copies slow as the memory work does once the buffers leave the cache (the probe's
+  // 4-8 MB stay in it): 4-host 16 MB calls were predicted 17-33% fast without it.
   auto set = [&](double steps, double work, double linkBytes, double sliceSteps = 0) {
-    const bool probedStream = net && out.wholeMessageBytes <= 0;
-    if (probedStream) {
+    if (net) {
       work = std::max(0.0, work - linkBytes);
     } else {
       steps += sliceSteps;
@@ -206,6 +208,7 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
     out.latencyUs = steps * stepUs + m.callUs * f;
     out.memoryUs = refit * dram * work * S * beta * f;
     out.netLinkBytes = net ? linkBytes : 0.0;
+    out.netSlowdown = net ? dram : 1.0;
     return out;
   };
   auto none = [&] {
@@ -283,7 +286,7 @@ double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int
   // The speeds are a connection's on a core of its own; where ranks share cores so do their connections'
   // copies (the probe, which timed every rank at once, scaled its figures up by as much).
   const double netGBs = netSpeedGBs(m, c) / std::max(1.0, m.oversubscription);
-  return c.latencyUs + c.memoryUs + c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
+  return c.latencyUs + c.memoryUs + c.netSlowdown * c.netLinkBytes * static_cast<double>(bytes) * 1e-3 / netGBs;
 }
 
 int channelsFor(long long wanted, size_t bytes, int nranks, size_t slotBytes, int maxChannels) {

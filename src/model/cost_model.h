@@ -98,6 +98,10 @@ struct CallCost {
   bool bothWays = true;     // its connections move both ways at once (at netDuplexGBs), else one way (netGBs)
   // > 0: its bytes cross as whole-message transfers of this many bytes each (netSpeedGBs prices them).
   double wholeMessageBytes = 0;
+  // >= 1: how much slower than the probe the connections move its bytes, as the buffers outgrow the
+  // last-level cache (the kernel copies them out of and into the ranks' buffers; the probe's 4-8 MB
+  // stay in cache), as the memory work slows.
+  double netSlowdown = 1;
 };
 
 // `bytes` (S) is count x type size of the call, as the API takes it (per rank for allgather and
@@ -112,8 +116,8 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
 // buffers and stay in cache).
 double netSpeedGBs(const CostModel& m, const CallCost& c);
 // The selector's prediction: latency + memory + netLinkBytes x S at the probed network bandwidth, one way
-// or both ways at once (shared where ranks share cores); 1e30 where the algorithm does not apply, 0 for a
-// single rank.
+// or both ways at once (shared where ranks share cores, slowed by netSlowdown); 1e30 where the algorithm
+// does not apply, 0 for a single rank.
 double predictUs(const CostModel& m, Algo algo, CollType coll, size_t bytes, int nranks, int hosts, size_t slotBytes,
                  int rails = 1);
 

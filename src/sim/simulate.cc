@@ -216,7 +216,7 @@ std::vector<SimEstimate> simulate(const Cluster& c, const RoutePlan& plan, const
     LinkLoads loads(c);
     for (const Phase& ph : traffic.phases) {
       routePhase(c, plan, ph, &loads);
-      e.linkUs += loads.endPhase(S, cap);
+      e.linkUs += cost.netSlowdown * loads.endPhase(S, cap);
     }
     e.us = e.latencyUs + (m.overlap ? std::max(e.memoryUs, e.linkUs) : e.memoryUs + e.linkUs);
     e.busiest = loads.busiest(S, cap, 3);

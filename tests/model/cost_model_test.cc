@@ -61,9 +61,8 @@ TEST(CostModel, ShapesGrowWithRanksAndSlices) {
 
 TEST(CostModel, ExchangesCrossAtTheDuplexSpeedChainsAtTheOneWaySpeed) {
   // 2 hosts x 1 rank, 16 MB: the ring allreduce moves S each way at once (netDuplexGBs), the broadcast
-  // chain S one way (netGBs).  Halving the duplex speed adds exactly S / duplex (past the cache, slowed as
-  // netSlowdown says) to the allreduce and
-  // nothing to the broadcast; the spec round-trips the new key.
+  // chain S one way (netGBs).  Halving the duplex speed adds exactly S / duplex (slowed past the cache
+  // by netSlowdown) to the allreduce and nothing to the broadcast; the spec round-trips the new key.
   CostModel m;
   m.netGBs = 4.0, m.netDuplexGBs = 2.0;
   const size_t S = 16u << 20, slot = 1u << 20;

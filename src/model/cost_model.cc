@@ -196,9 +196,9 @@ CallCost callCost(const CostModel& m, Algo algo, CollType coll, size_t bytes, in
   // fitted on one host, charge for every such byte is not the ranks' work there, nor are the slices'
   // hand-overs.  Counted twice, 2-host broadcasts, whose only work those are, were predicted 16-64% slow
   // in every run of perf/sim_validate.py (2026-12-07).  Streams and whole messages alike: charged for
-  // streams alone, 4-host allgathers chose the ring at 4-16 MB where flat took 0.65-0.97 of its time.
+  // streams alone, 4-host allgathers chose the ring at 4-16 MB where flat took 0.68-0.98 of its time.
   // The kernel's copies slow as the memory work does once the buffers leave the cache (the probe's
-  // 4-8 MB stay in it): 4-host 16 MB calls were predicted 17-33% fast without it.
+  // 4-8 MB stay in it): 4-host 16 MB allreduces and alltoalls were predicted 27-36% fast without it.
   auto set = [&](double steps, double work, double linkBytes, double sliceSteps = 0) {
     if (net) {
       work = std::max(0.0, work - linkBytes);

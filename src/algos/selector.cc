@@ -217,28 +217,10 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
   };
   const size_t bytes = 4u << 20;
   std::vector<char> big(bytes, 1), in(bytes);
-  // Slot by slot on channel 0, each slice in turn, as a chain's broadcast goes: the first host sends,
-  // the hosts between relay what they received (sending their own bytes instead, without waiting for
-  // them to arrive, read 4-host chains 1.5-2x faster than their broadcasts), and the slices land in the
-  // caller's buffer (Landing::kCaller: the receiving side waits for the rank to name it).
   CollArgs stream{};
   stream.coll = CollType::Broadcast;
   stream.type = loomInt8;
   stream.count = bytes;
-  auto streamed = [&](int to, int from) -> loomResult_t {
-    Primitives prims(comm, to, from, 0, stream, "the network probe");
-    for (size_t off = 0; off < bytes; off += prims.maxElems()) {
-      const size_t len = std::min(prims.maxElems(), bytes - off);
-      if (to >= 0 && from >= 0) {
-        LOOM_CHECK(prims.recvCopySend(in.data() + off, len));
-      } else if (to >= 0) {
-        LOOM_CHECK(prims.sendFinal(big.data() + off, len, Landing::kCaller));
-      } else {
-        LOOM_CHECK(prims.recv(in.data() + off, len));
-      }
-    }
-    return comm->flushSends();
-  };
   // Whole messages of 8 MB (a 16 MB call's halves or blocks at 2 ranks), from and into buffers that
   // have left the caches: at 4 MB the exchange fits the sockets' buffers and read 2.4 GB/s each way
   // where rhd's 8 MB halves moved at 0.9 (and the ring, streaming the same call, at 1.5-2.3).
@@ -252,12 +234,10 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
                         "the network probe");
   };
   // Timed tries of `once` after one untimed (a new connection sends its first megabytes in TCP's slow
-  // start, and the kernel grows its buffers as it goes; the calls after init find it warm).  A rank
-  // that sits a probe out (`active` false) trades the bytes that start each try all the same.
-  auto bestOf = [&](int tries, size_t moved, bool active, double* out, const auto& once) -> loomResult_t {
+  // start, and the kernel grows its buffers as it goes; the calls after init find it warm).
+  auto bestOf = [&](int tries, size_t moved, double* out, const auto& once) -> loomResult_t {
     for (int i = -1; i < tries; ++i) {
       LOOM_CHECK(handshake());
-      if (!active) continue;
       const auto t0 = clock::now();
       LOOM_CHECK(once());
       if (i >= 0) *out = std::max(*out, gbPerSecondSince(moved, t0));
@@ -268,15 +248,29 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
   // on the first host from its first byte until the last host says it has them all (a byte back round
   // the ring of hosts).  Only the first host's ranks publish it: its sends alone end as the socket
   // buffers take them, 3-4x sooner than the bytes arrive, and the last host's clock starts whenever its
-  // handshake returns, with the chain's first megabytes already waiting for it in the buffers.
+  // handshake returns, with the chain's first megabytes already waiting for it in the buffers.  Slot
+  // by slot on channel 0: the hosts between relay what they received (sending their own bytes instead,
+  // without waiting for them to arrive, read 4-host chains 1.5-2x faster than their broadcasts), and
+  // the slices land in the caller's buffer (Landing::kCaller: the receiver waits for the rank to name it).
   const bool sends = host + 1 < hosts, receives = host > 0;
   auto chain = [&]() -> loomResult_t {
-    LOOM_CHECK(streamed(sends ? next : -1, receives ? prev : -1));
+    Primitives prims(comm, sends ? next : -1, receives ? prev : -1, 0, stream, "the network probe");
+    for (size_t off = 0; off < bytes; off += prims.maxElems()) {
+      const size_t len = std::min(prims.maxElems(), bytes - off);
+      if (sends && receives) {
+        LOOM_CHECK(prims.recvCopySend(in.data() + off, len));
+      } else if (sends) {
+        LOOM_CHECK(prims.sendFinal(big.data() + off, len, Landing::kCaller));
+      } else {
+        LOOM_CHECK(prims.recv(in.data() + off, len));
+      }
+    }
+    LOOM_CHECK(comm->flushSends());
     if (sends && receives) return loomSuccess;
     return runTransfers(comm, {Transfer{sends ? prev : next, !sends, shake, 1, shakeSignature}}, "the network probe");
   };
   double elsewhere = 0;
-  LOOM_CHECK(bestOf(5, bytes, true, host == 0 ? gbs : &elsewhere, chain));
+  LOOM_CHECK(bestOf(5, bytes, host == 0 ? gbs : &elsewhere, chain));
   // Both ways: round the ring of hosts as a ring's reduce-scatter goes (hosts - 1 steps of
   // bytes / (hosts - 1) each, so that every connection moves `bytes`): each rank sends its own slice,
   // adds what the wire read ahead into the slots to its own and passes the sum on, and keeps the last
@@ -297,8 +291,8 @@ static loomResult_t probeNetworkSpeeds(loomComm* comm, double* gbs, double* dupl
     }
     return comm->flushSends();
   };
-  LOOM_CHECK(bestOf(5, block * static_cast<size_t>(hosts - 1), true, duplexGBs, ring));
-  LOOM_CHECK(bestOf(3, wholeBytes, true, directGBs, exchange));  // 3: each is 8-16 ms here
+  LOOM_CHECK(bestOf(5, block * static_cast<size_t>(hosts - 1), duplexGBs, ring));
+  LOOM_CHECK(bestOf(3, wholeBytes, directGBs, exchange));  // 3: each is 8-16 ms here
   LOOM_INFO(kAlgo, "network probe to rank %d, from rank %d: %.2f GB/s streamed one way, %.2f each way both at "
             "once, %.2f each way as whole messages", next, prev, *gbs, *duplexGBs, *directGBs);
   return loomSuccess;

@@ -55,7 +55,7 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int ms) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-loomResult_t Backoff::idle() {
+loomResult_t Backoff::idle(std::vector<pollfd>* fds, bool complete) {
   if (pending_ != loomSuccess) {
     WaitContext noticed = ctx_;
     noticed.peer = pendingPeer_;
@@ -71,7 +71,13 @@ loomResult_t Backoff::idle() {
     return loomSuccess;
   }
   sleepUs_ = sleepUs_ == 0 ? 10 : std::min(sleepUs_ * 2, 1000);
-  usleep(static_cast<useconds_t>(sleepUs_));
+  if (fds != nullptr && !fds->empty()) {
+    const int us = complete ? deadline_.remainingMs(kWaitSliceMs) * 1000 : sleepUs_;
+    const timespec ts{us / 1000000, (us % 1000000) * 1000L};
+    ::ppoll(fds->data(), fds->size(), &ts, nullptr);
+  } else {
+    usleep(static_cast<useconds_t>(sleepUs_));
+  }
   pending_ = checkWait(ctx_, deadline_, &pendingWhy_);
   pendingPeer_ = ctx_.peer;
   return loomSuccess;

@@ -10,9 +10,12 @@
 // the poster writes the word then reads `sleeping` and wakes only when someone may sleep.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -137,7 +140,9 @@ loomResult_t waitUntil(Ready ready, std::atomic<uint32_t>* word, std::atomic<uin
 // Waiting on several things at once (a group's transfers to many peers), where there is no single word
 // to sleep on: the caller polls everything, and calls idle() after a pass that moved nothing.  idle()
 // spins, then yields, then sleeps in steps growing to 1 ms, with the same bounds as waitUntil; a dead
-// peer or the deadline ends the wait only when the pass after noticing it still moved nothing.
+// peer or the deadline ends the wait only when the pass after noticing it still moved nothing.  Given
+// descriptors (sockets the awaited data arrives on), it sleeps in poll() on them instead, so that the
+// data ends the sleep; when they show everything awaited (`complete`), the sleep lasts up to a slice.
 class Backoff {
  public:
   explicit Backoff(const WaitContext& ctx, Producer producer = Producer::kPeer)
@@ -150,7 +155,7 @@ class Backoff {
     deadline_ = Deadline::afterSeconds(ctx_.timeoutSec);
     pending_ = loomSuccess;
   }
-  loomResult_t idle();
+  loomResult_t idle(std::vector<pollfd>* fds = nullptr, bool complete = false);
 
  private:
   const WaitContext& ctx_;

@@ -9,10 +9,13 @@
 // anywhere, the slot is skipped on the way out (postFrom) and on the way in (receiveInto): zero copy.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/link_kind.h"
 #include "base/wait.h"
@@ -83,6 +86,11 @@ class SendQueue {
   // Who moves the data: the peer rank itself (shm), or a thread of this process (network queues), which
   // a waiter must leave a core to (base/wait.h).
   virtual Producer producer() const { return Producer::kPeer; }
+  // Waiting on many queues at once (algos/p2p.cc): appends the descriptors whose readiness lets this
+  // queue move, so that the waiter sleeps in poll() and the data itself wakes it.  True when all of the
+  // queue's progress shows there; false when some of it does not (a futex word, a thread of its own),
+  // and the waiter then sleeps in short steps.
+  virtual bool pollSet(std::vector<pollfd>* fds) { return false; }
   // True once the receiving end went away (its rank destroyed or aborted the communicator); transports
   // that see this as a closed connection anyway leave it false.  Read by the waits' liveness probe.
   virtual bool peerClosed() const { return false; }
@@ -117,6 +125,7 @@ class RecvQueue {
   // True once the sending end went away (see SendQueue::peerClosed).
   virtual bool peerClosed() const { return false; }
   virtual Producer producer() const { return Producer::kPeer; }  // as SendQueue::producer
+  virtual bool pollSet(std::vector<pollfd>* fds) { return false; }  // as SendQueue::pollSet
   // Whether the slot returned by the last wait() is a direct post (its data pointer is then null) and,
   // if so, copies its `bytes` from the sender's memory to dst (device memory too, where the sender's
   // queue posts from device memory), before release().

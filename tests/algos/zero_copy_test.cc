@@ -1,4 +1,4 @@
-// Zero copy over the network: a copy collective, a receive or a ring or tree reduction over the socket
+// Zero copy over the network: a copy collective (alltoall too), a receive or a ring or tree reduction over the socket
 // (and the UCX) transport moves every byte from the caller's buffer to the socket and from the socket to the
 // caller's buffer, with no copy through a slot (transport.h, slotCopyBytes).  Over shared
 // memory the pipelined calls go through slots, which shows that the count counts.  Every element of every
@@ -87,6 +87,17 @@ size_t reduceScatterOnce(int rank, loomComm_t comm, std::string* first) {
   return testing::countWrongReduced(loomFloat32, loomSum, kRanks, rank * kCount, kCount, out.data(), first);
 }
 
+// Block p of every rank's input goes to rank p: every peer's transfer in flight at once (algos/p2p.cc).
+size_t allToAllOnce(int rank, loomComm_t comm, std::string* first) {
+  std::vector<float> in(kCount * kRanks), out(kCount * kRanks);
+  fillInput(loomFloat32, loomSum, rank, kCount * kRanks, in.data());
+  if (loomAllToAll(in.data(), out.data(), kCount, loomFloat32, comm, nullptr) != loomSuccess) return kCount;
+  size_t wrong = 0;
+  for (int p = 0; p < kRanks; ++p)
+    wrong += countWrongCopied(loomFloat32, loomSum, p, rank * kCount, kCount, out.data() + p * kCount, first);
+  return wrong;
+}
+
 // Rank 0 sends rank 1 its input; the others take no part.
 size_t sendRecvOnce(int rank, loomComm_t comm, std::string* first) {
   std::vector<float> buf(kCount);
@@ -108,6 +119,7 @@ const std::vector<Call>& calls() {
       {"allreduce (ring, in place)", "ring", allReduceInPlaceOnce, true},
       {"allreduce (tree)", "tree", allReduceOnce, true},
       {"reducescatter (ring)", "ring", reduceScatterOnce, true},
+      {"alltoall", "", allToAllOnce, false},
       {"send/recv", "", sendRecvOnce, false},
   };
   return v;

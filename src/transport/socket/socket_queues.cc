@@ -68,13 +68,13 @@ bool SocketSendQueue::pushLocked() {
   while (w != postedShared_.load(std::memory_order_acquire)) {
     if (!loaded_) {
       const Entry& e = entries_[w % entries_.size()];
-      header_ = FrameHeader{e.bytes | (e.direct ? kDirectFrame : 0), e.signature};
+      header_ = FrameHeader{e.bytes, e.signature};
       io_.clear();
       // Header and payload in one system call; a small payload in the frame head's room (SocketFrameHead),
       // a large one after it (the room left as it is: the receiver ignores it).
       io_.add(0, &header_, sizeof header_);
       static char room[kInlineBytes];
-      if (!e.direct && e.bytes <= kInlineBytes) {
+      if (e.bytes <= kInlineBytes) {
         io_.add(0, const_cast<void*>(e.data), e.bytes);
         io_.add(0, room, kInlineBytes - e.bytes);
       } else {
@@ -132,8 +132,8 @@ void SocketSendQueue::helperLoop(uint32_t seen) {
   }
 }
 
-void SocketSendQueue::enqueue(const void* data, size_t bytes, uint64_t signature, bool direct) {
-  entries_[posted_ % entries_.size()] = Entry{data, bytes, signature, direct};
+void SocketSendQueue::enqueue(const void* data, size_t bytes, uint64_t signature) {
+  entries_[posted_ % entries_.size()] = Entry{data, bytes, signature};
   postedShared_.store(++posted_, std::memory_order_release);
   // The rank writes its own frame when no one else is writing: a small message leaves in this one
   // system call.  What does not fit now goes to the helper.
@@ -152,27 +152,36 @@ loomResult_t SocketSendQueue::acquire(void** slot, const WaitContext& ctx) {
 }
 
 bool SocketSendQueue::tryAcquire(void** slot) {
+  if (!hasFree() && wireMutex_.try_lock()) {  // the caller moves its own frames when it waits for a slot
+    pushLocked();
+    wireMutex_.unlock();
+  }
   if (!hasFree()) return false;
   *slot = slots_[posted_ % slots_.size()].data();
   return true;
 }
 
 void SocketSendQueue::post(size_t bytes, uint64_t signature) {
-  enqueue(slots_[posted_ % slots_.size()].data(), bytes, signature, false);
+  enqueue(slots_[posted_ % slots_.size()].data(), bytes, signature);
 }
 
 void SocketSendQueue::postFrom(const void* src, size_t bytes, uint64_t signature, Landing) {
-  enqueue(src, bytes, signature, false);
+  enqueue(src, bytes, signature);
 }
-
-void SocketSendQueue::postDirect(const void* src, size_t bytes, uint64_t signature) {
-  enqueue(src, bytes, signature, true);
-}
-
-bool SocketSendQueue::directDone() { return written_.load() == posted_ || failed_.load(); }
 
 loomResult_t SocketSendQueue::flush(const WaitContext& ctx) {
   return drive([&] { return written_.load() == posted_; }, ctx);
+}
+
+bool SocketSendQueue::pollSet(std::vector<pollfd>* fds) {
+  if (written_.load() == posted_ || failed_.load()) return true;  // nothing left to move
+  if (!wireMutex_.try_lock()) return false;  // the helper is writing: its progress shows on no socket of ours
+  const uint32_t before = written_.load();
+  // A frame that left just now freed a slot: the caller has work at once, no sleep is complete.
+  const bool waits = pushLocked() && written_.load() == before;
+  if (waits) io_.pollSet(fds_, true, fds);
+  wireMutex_.unlock();
+  return waits;
 }
 
 // A rank waiting on its own frames moves them itself, sleeping in poll() until the sockets take more,
@@ -266,12 +275,6 @@ bool SocketRecvQueue::advance() {
       case State::kHeader: {
         if (!io_.pass(fds_, false, &failure_)) return false;
         if (!io_.done()) return true;
-        const bool direct = (head_.header.bytes & kDirectFrame) != 0;
-        head_.header.bytes &= ~kDirectFrame;
-        if (direct) {
-          state_ = State::kDirect;
-          return true;
-        }
         inCaller_ = into_ != nullptr && head_.header.bytes <= intoCapacity_;
         inlined_ = head_.header.bytes <= kInlineBytes;
         if (inlined_) {  // the whole message came with its head
@@ -289,10 +292,9 @@ bool SocketRecvQueue::advance() {
         break;
       }
       case State::kPayload:
-      case State::kDirectPayload:
         if (!io_.pass(fds_, false, &failure_)) return false;
         if (!io_.done()) return true;
-        state_ = state_ == State::kPayload ? State::kMessage : State::kDirectRead;
+        state_ = State::kMessage;
         return true;
       default:
         return true;  // a whole frame is held: nothing moves until release()
@@ -345,21 +347,20 @@ bool SocketRecvQueue::tryWait(const void** data, size_t* bytes, uint64_t* signat
   return true;
 }
 
-void SocketRecvQueue::release() { state_ = State::kIdle; }
-
-bool SocketRecvQueue::isDirect() const {
-  return state_ == State::kDirect || state_ == State::kDirectPayload || state_ == State::kDirectRead;
+void SocketRecvQueue::release() {
+  state_ = State::kIdle;
+  into_ = nullptr;  // expectInto names the destination of one frame
 }
 
-loomResult_t SocketRecvQueue::readDirect(void* dst, const WaitContext& ctx) {
-  if (state_ != State::kDirect) return setError(loomInternalError, "socket: readDirect without a direct frame");
-  io_.clear();
-  io_.addStriped(dst, head_.header.bytes);
-  state_ = State::kDirectPayload;
-  const loomResult_t r = waitFor([&] { return state_ == State::kDirectRead; }, ctx);
-  // A read cut short would go on writing into dst in a later call: the connection is done with.
-  if (r != loomSuccess && failure_.empty()) failure_ = "a direct read was interrupted";
-  return r;
+void SocketRecvQueue::expectInto(void* dst, size_t capacity) {
+  into_ = dst;
+  intoCapacity_ = capacity;
+}
+
+bool SocketRecvQueue::pollSet(std::vector<pollfd>* fds) {
+  if (!opened_ || !failure_.empty()) return false;
+  io_.pollSet(fds_, false, fds);
+  return true;
 }
 
 loomResult_t SocketRecvQueue::receiveInto(void* dst, size_t capacity, size_t* bytes, uint64_t* signature,
@@ -375,16 +376,10 @@ loomResult_t SocketRecvQueue::receiveInto(void* dst, size_t capacity, size_t* by
   }
   *bytes = head_.header.bytes;
   *signature = head_.header.signature;
-  if (head_.header.bytes <= capacity) {
-    if (state_ == State::kDirect) {
-      LOOM_CHECK(readDirect(dst, ctx));
-    } else if (!inCaller_) {
-      // The frame began arriving before this call (a tryWait read it into the slot).
-      if (head_.header.bytes > 0) std::memcpy(dst, inlined_ ? head_.inlined : slot_.data(), head_.header.bytes);
-      countSlotCopy(head_.header.bytes);
-    }
-  } else if (state_ == State::kDirect) {
-    failure_ = "a direct frame larger than its receive was refused";  // its payload is still in the sockets
+  if (head_.header.bytes <= capacity && !inCaller_) {
+    // The frame began arriving before this call (a tryWait read it into the slot).
+    if (head_.header.bytes > 0) std::memcpy(dst, inlined_ ? head_.inlined : slot_.data(), head_.header.bytes);
+    countSlotCopy(head_.header.bytes);
   }
   release();
   return loomSuccess;

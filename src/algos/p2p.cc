@@ -186,7 +186,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
     } else {
       ctx.peer = !in.empty() ? in.begin()->first : out.begin()->first;
       // Where every queue shows its progress on sockets, the rank sleeps in poll() on all of them and
-      // the data wakes it (2 hosts, alltoall 16 MB: 7.0 -> 4.9 ms with the socket changes of the same commit).
+      // the data wakes it, instead of napping 10 us-1 ms between looks.
       pollFds.clear();
       bool complete = true;
       for (const auto& [peer, sends] : out) complete &= comm->connection(peer, 0).send->pollSet(&pollFds);

@@ -52,8 +52,9 @@ class SocketSendQueue : public SendQueue {
   // No direct posts: a large transfer goes as slot-sized frames from the caller's buffer, which land in
   // the receiver's (expectInto), so that one thread per rank moves both directions, alternating as the
   // sockets allow.  A direct post (one frame of the whole message) left the sending to the helper thread
-  // while the rank blocked reading: 2 hosts, alltoall 16 MB 7.0 -> 4.9 ms and 64 MB 28.8 -> 18.8 ms
-  // without them (4 alternating rounds; allreduce unchanged at 64 KB-64 MB).
+  // while the rank blocked reading.  With the poll() wait of algos/p2p.cc, 2 hosts, alltoall medians of
+  // 5 alternating rounds: 4 MB 1.48 -> 1.11 ms, 16 MB 7.06 -> 6.66, 64 MB 25.3 -> 23.5; 4-host broadcast
+  // and 2-host allreduce unchanged within their spread.
   loomResult_t flush(const WaitContext& ctx) override;
   bool needsFlush() const override { return true; }
   bool pollSet(std::vector<pollfd>* fds) override;

@@ -189,7 +189,9 @@ loomResult_t explainRootSilence(loomResult_t r, int rank, const SocketAddress& r
   const std::string who = params().COMM_ID.empty()
                               ? "the bootstrap root at " + root.toString() + " (in the process that called loomGetUniqueId)"
                               : "rank 0, the bootstrap root at " + root.toString() + " (LOOM_COMM_ID),";
-  return setError(r, "rank %d: %s stopped before sending the table of ranks (%s)", rank, who.c_str(), detail.c_str());
+  r = setError(r, "rank %d: %s stopped before sending the table of ranks (%s)", rank, who.c_str(), detail.c_str());
+  if (!params().COMM_ID.empty()) setLastErrorPeer(0);
+  return r;
 }
 
 }  // namespace
@@ -272,6 +274,8 @@ loomResult_t Bootstrap::joinRoot(const UniqueIdData& root, int first, int count,
   }
   const HelloPayload hello{rank_, nranks_, PackedAddress::pack(me), first, count, requests};
   r = writeFrame(fd, root, FrameType::Hello, rank_, 0, &hello, sizeof hello, d, abort_, "bootstrap: hello to root");
+  // A root that dies between our connect and our hello breaks the pipe: the same loss as its silence after it.
+  if (r != loomSuccess) r = explainRootSilence(r, rank_, at);
   if (r == loomSuccess) r = readTable(fd, root, count, table);
   closeSocket(&fd);
   return r;

@@ -95,6 +95,14 @@ bool SocketSendQueue::pushLocked() {
   return true;
 }
 
+bool SocketSendQueue::tryPush(std::vector<pollfd>* waitOn) {
+  if (!wireMutex_.try_lock()) return false;
+  const bool ok = pushLocked();
+  if (ok && waitOn) io_.pollSet(fds_, true, waitOn);
+  wireMutex_.unlock();
+  return ok;
+}
+
 void SocketSendQueue::askHelp() {
   if (!helper_.joinable()) {
     const uint32_t seen = helpAsked_.load();
@@ -137,11 +145,7 @@ void SocketSendQueue::enqueue(const void* data, size_t bytes, uint64_t signature
   postedShared_.store(++posted_, std::memory_order_release);
   // The rank writes its own frame when no one else is writing: a small message leaves in this one
   // system call.  What does not fit now goes to the helper.
-  bool pending = true;
-  if (wireMutex_.try_lock()) {
-    pending = pushLocked() && written_.load() != posted_;
-    wireMutex_.unlock();
-  }
+  const bool pending = !tryPush(nullptr) || written_.load() != posted_;
   if (pending && !failed_.load()) askHelp();
 }
 
@@ -152,10 +156,7 @@ loomResult_t SocketSendQueue::acquire(void** slot, const WaitContext& ctx) {
 }
 
 bool SocketSendQueue::tryAcquire(void** slot) {
-  if (!hasFree() && wireMutex_.try_lock()) {  // the caller moves its own frames when it waits for a slot
-    pushLocked();
-    wireMutex_.unlock();
-  }
+  if (!hasFree()) tryPush(nullptr);  // the caller moves its own frames when it waits for a slot
   if (!hasFree()) return false;
   *slot = slots_[posted_ % slots_.size()].data();
   return true;
@@ -175,13 +176,13 @@ loomResult_t SocketSendQueue::flush(const WaitContext& ctx) {
 
 bool SocketSendQueue::pollSet(std::vector<pollfd>* fds) {
   if (written_.load() == posted_ || failed_.load()) return true;  // nothing left to move
-  if (!wireMutex_.try_lock()) return false;  // the helper is writing: its progress shows on no socket of ours
+  const size_t had = fds->size();
   const uint32_t before = written_.load();
-  // A frame that left just now freed a slot: the caller has work at once, no sleep is complete.
-  const bool waits = pushLocked() && written_.load() == before;
-  if (waits) io_.pollSet(fds_, true, fds);
-  wireMutex_.unlock();
-  return waits;
+  // False when the helper is writing: its progress shows on no socket of ours.
+  if (!tryPush(fds)) return false;
+  if (written_.load() == before) return true;
+  fds->resize(had);  // a frame that left just now freed a slot: the caller has work at once, no sleep is complete
+  return false;
 }
 
 // A rank waiting on its own frames moves them itself, sleeping in poll() until the sockets take more,
@@ -190,22 +191,17 @@ bool SocketSendQueue::pollSet(std::vector<pollfd>* fds) {
 template <typename Done>
 loomResult_t SocketSendQueue::drive(Done done, const WaitContext& ctx) {
   std::vector<pollfd> pfds;
-  auto push = [&](bool collectPoll) {
-    if (!wireMutex_.try_lock()) return;
-    if (pushLocked() && collectPoll) io_.pollSet(fds_, true, &pfds);
-    wireMutex_.unlock();
-  };
   LOOM_CHECK(waitWith(
       [&] {
         if (done() || failed_.load()) return true;
-        push(false);
+        tryPush(nullptr);
         return done() || failed_.load();
       },
       [&](int ms) {
         pfds.clear();
         rankSleeping_.store(1);
         const uint32_t seen = written_.load();
-        push(true);
+        tryPush(&pfds);
         if (!done() && !failed_.load()) {
           // Nothing of ours to poll: the helper holds the wire, so sleep until it reports.
           if (pfds.empty()) futexWait(&written_, seen, ms);

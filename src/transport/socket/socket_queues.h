@@ -68,6 +68,9 @@ class SocketSendQueue : public SendQueue {
   bool hasFree() const { return posted_ - written_.load(std::memory_order_acquire) < entries_.size(); }
   void enqueue(const void* data, size_t bytes, uint64_t signature);
   bool pushLocked();
+  // Whoever holds the wire writes: pushes unless another thread holds it.  False when it does or the
+  // connection failed; otherwise adds to `waitOn` (when given) the sockets that the frames left wait for.
+  bool tryPush(std::vector<pollfd>* waitOn);
   void askHelp();
   template <typename Done>
   loomResult_t drive(Done done, const WaitContext& ctx);

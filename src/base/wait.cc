@@ -14,7 +14,7 @@ namespace loom {
 
 namespace {
 std::atomic<int> gLocalRanks{1};
-std::atomic<bool> gHostAndNetworkPeers{false};
+std::atomic<bool> gNetworkPeers{false};
 
 bool oversubscribed() {
   static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -36,12 +36,12 @@ int spinMicroseconds(Producer producer) {
   return oversubscribed() ? 0 : 50;
 }
 
-void setHostAndNetworkPeers() { gHostAndNetworkPeers.store(true, std::memory_order_relaxed); }
+void setNetworkPeers() { gNetworkPeers.store(true, std::memory_order_relaxed); }
 
 int yieldMicroseconds() {
   int64_t p = params().YIELD_US;
   if (p >= 0) return static_cast<int>(p);
-  return oversubscribed() && gHostAndNetworkPeers.load(std::memory_order_relaxed) ? 0 : 1000;
+  return oversubscribed() && gNetworkPeers.load(std::memory_order_relaxed) ? 0 : 1000;
 }
 
 void yieldCore() { sched_yield(); }

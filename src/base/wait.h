@@ -57,17 +57,23 @@ enum class Producer { kPeer, kOwnThread };
 // the cores).
 void setLocalRanksPerCore(int localRanks);
 int spinMicroseconds(Producer producer = Producer::kPeer);
-// A communicator of this process has ranks both on this host and on others: its ranks wait on each
-// other through shared memory and on the network through poll().  A rank woken, by a packet or by a
-// futex, must then get a core from whoever holds it, and a rank that yields in a loop keeps holding it:
-// the scheduler (EEVDF, Linux 6.6+) may let the woken rank wait a whole time slice.  Measured with more
-// ranks than cores (2 cores): 2 hosts x 2 ranks, 8-byte broadcast, median of 4 runs: 215 us with 1 ms
-// of yielding, 30 us without (perf sched: runnable ranks waited 1-1.5 ms on average in the slow runs);
-// allreduce 0.5-32 MB 3-21% faster without.  So in such a process nobody yields when ranks outnumber the
-// cores.  Where every rank of the host waits alike, all stay runnable while they yield and yielding
-// pays: 4 ranks on one host, 8-byte broadcast 2-3 us yielding, 7-9 us sleeping; 4 hosts x 1 rank,
-// allreduce 4-64 MB 10-20% faster yielding.
-void setHostAndNetworkPeers();
+// A communicator of this process has ranks on other hosts: its ranks wait on the network in poll(),
+// which the data itself ends.  Yielding there only burns the core: a rank woken by a packet (or, beside
+// ranks of its own host, by a futex) must get a core from whoever holds it, and a rank that yields in a
+// loop keeps holding it, while the kernel's socket copies that make the data arrive need the same cores.
+// Measured with more ranks than cores (2 cores):
+// - 2 hosts x 2 ranks, 8-byte broadcast, median of 4 runs: 215 us with 1 ms of yielding, 30 us without
+//   (perf sched: runnable ranks waited 1-1.5 ms on average in the slow runs); allreduce 0.5-32 MB 3-21%
+//   faster without.
+// - 4 hosts x 1 rank, 64 MB chain broadcast: sched_yield took 11% of all CPU samples (perf record -a),
+//   almost all in receivers waiting for their parent.  Medians of 6 alternating runs, 1 ms of yielding
+//   vs none, 64 MB: broadcast 72.3 vs 68.8 ms (CPU 1.99 vs 1.73 s/GB), allreduce 137 vs 130 ms (3.76 vs
+//   3.45), alltoall 74.6 vs 73.1 ms (1.99 vs 1.95); 1-16 MB equal within the spread.
+// So in such a process nobody yields when ranks outnumber the cores.  Where every rank waits on shared
+// memory, all stay runnable while they yield and yielding pays: 4 ranks on one host, 8-byte broadcast
+// 2-3 us yielding, 7-9 us sleeping.  With no more ranks than cores the yield stays (2 hosts x 1 rank,
+// allreduce 16 MB: 6.8 ms yielding, 9.8 without).
+void setNetworkPeers();
 // Microseconds a waiting rank yields its core before it sleeps (LOOM_YIELD_US, -1: the rule above).
 int yieldMicroseconds();
 

@@ -148,7 +148,7 @@ loomResult_t commSetUp(loomComm* comm, const UniqueIdData& id, const std::vector
   setLocalRanksPerCore(static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
     return p.machineHash == comm->peers[rank].machineHash;
   })));
-  if (comm->localRanks > 1 && comm->localRanks < nranks) setHostAndNetworkPeers();
+  if (comm->localRanks < nranks) setNetworkPeers();
   LOOM_CHECK(checkAlgoFilter());
   LOOM_CHECK(checkNetChoice());
   const double bootstrapMs = msSince(t0);

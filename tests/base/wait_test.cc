@@ -35,14 +35,14 @@ TEST(Wait, NoSpinningOnOurOwnIoThreadUnlessAsked) {
 }
 
 // Woken ranks wait behind yielding ones (base/wait.h): with more ranks than cores and a communicator
-// with ranks on this host and on others, nobody yields, unless LOOM_YIELD_US asks for it.
-TEST(Wait, NoYieldingWhenOversubscribedOnHostAndNetwork) {
+// with ranks on other hosts, nobody yields, unless LOOM_YIELD_US asks for it.
+TEST(Wait, NoYieldingWhenOversubscribedWithNetworkPeers) {
   {
     testing::ScopedEnv env{{"LOOM_YIELD_US", nullptr}};
     paramsReloadForTesting();
     setLocalRanksPerCore(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1);  // more ranks than cores
     EXPECT_EQ(yieldMicroseconds(), 1000) << "ranks of one host yield to each other";
-    setHostAndNetworkPeers();
+    setNetworkPeers();
     EXPECT_EQ(yieldMicroseconds(), 0) << "a rank woken by the network must not wait behind yielders";
   }
   testing::ScopedEnv env{{"LOOM_YIELD_US", "7"}};

@@ -83,6 +83,7 @@ loomResult_t runTransfers(loomComm* comm, const std::vector<Transfer>& transfers
                         what, comm->rank, comm->describe(peer).c_str(), comm->connection(peer, 0).transport->name());
   const CopyFn copy = reduceKernels().copy, copyOut = reduceKernels().copyStreaming;
   WaitContext ctx = comm->waitContext(what);
+  for (const Transfer& t : transfers) ctx.callBytes += t.bytes;
   // Polling many queues: spin only if no I/O thread of ours has to run for them to move.
   Producer producer = Producer::kPeer;
   for (int peer : peers) {

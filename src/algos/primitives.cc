@@ -57,6 +57,7 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   copy_ = k.copy;
   // Outputs far larger than the caches are not read again soon: write them past the cache.
   copyOut_ = call.count * elemSize_ >= kStreamingMinBytes ? k.copyStreaming : k.copy;
+  ctx_.callBytes = call.count * elemSize_;
   // avg and PreMulSum ops (their inputs arrive already scaled) add; avg divides at the end.
   reduce_ = op >= 0 && op < kNumBuiltinOps ? k.reduce[type][op] : k.reduce[type][loomSum];
   sumDivide_ = k.sumDivide[type];

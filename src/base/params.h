@@ -41,8 +41,8 @@ namespace loom {
   X(NSOCKS, Int, "1", "1..16", "TCP sockets per socket-transport connection; frames of 64 KB and more are striped over them") \
   X(SHM_DIRECT_MIN, Size, "64K", "0..1T",                                                                                    \
     "messages over shared memory from this size on are copied once, straight from the sender's memory (0: never)") \
-  X(SPIN_US, Int, "-1", "-1..10000000", "microseconds a waiting rank spins before it yields; -1 = automatic (50, none when ranks > cores or when a thread of this process answers)") \
-  X(YIELD_US, Int, "-1", "-1..10000000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps; -1 = automatic (1000, none when ranks > cores and a communicator has ranks on other hosts)") \
+  X(SPIN_US, Int, "-1", "-1..10000000", "microseconds a waiting rank spins before it yields; -1 = automatic (50, none when ranks > cores, when a thread of this process answers, or in a socket call of 4 MB or more)") \
+  X(YIELD_US, Int, "-1", "-1..10000000", "microseconds a waiting rank yields its core (sched_yield) before it sleeps; -1 = automatic (1000, none when ranks > cores and a communicator has ranks on other hosts, or in a socket call of 4 MB or more)") \
   X(BIND, Int, "1", "0..1", "1: a CPU rank that nothing bound (it may run on every CPU) takes its share of this machine's CPUs, when its ranks are no more than its cores (one rank per process, blocking init); 0: never change CPU affinity") \
   X(SIMD, String, "auto", "", "reduction kernels: auto, avx2 or generic")                                               \
   X(TOPO_FILE, String, "", "", "NCCL-format topology XML to load; merged with what is detected, by PCI bus id")         \

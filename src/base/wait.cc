@@ -31,16 +31,17 @@ void setLocalRanksPerCore(int localRanks) {
 int spinMicroseconds(Producer producer) {
   int64_t p = params().SPIN_US;
   if (p >= 0) return static_cast<int>(p);
-  if (producer == Producer::kOwnThread) return 0;
+  if (producer != Producer::kPeer) return 0;
   // With more ranks than cores a spinning waiter steals the very core its peer needs to answer.
   return oversubscribed() ? 0 : 50;
 }
 
 void setNetworkPeers() { gNetworkPeers.store(true, std::memory_order_relaxed); }
 
-int yieldMicroseconds() {
+int yieldMicroseconds(Producer producer) {
   int64_t p = params().YIELD_US;
   if (p >= 0) return static_cast<int>(p);
+  if (producer == Producer::kStream) return 0;
   return oversubscribed() && gNetworkPeers.load(std::memory_order_relaxed) ? 0 : 1000;
 }
 
@@ -61,12 +62,15 @@ loomResult_t Backoff::idle(std::vector<pollfd>* fds, bool complete) {
     noticed.peer = pendingPeer_;
     return failWait(noticed, pending_, pendingWhy_);
   }
+  const bool stream = ctx_.callBytes >= kStreamCallBytes && complete && fds != nullptr && !fds->empty();
+  const Producer producer = stream ? Producer::kStream : producer_;
+  const int spinUs = spinMicroseconds(producer);
   auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
-  if (idleUs < spinUs_) {
+  if (idleUs < spinUs) {
     for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
     return loomSuccess;
   }
-  if (idleUs < spinUs_ + yieldMicroseconds()) {
+  if (idleUs < spinUs + yieldMicroseconds(producer)) {
     yieldCore();
     return loomSuccess;
   }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "base/params.h"
 #include "base/wait.h"
@@ -48,6 +49,47 @@ TEST(Wait, NoYieldingWhenOversubscribedWithNetworkPeers) {
   testing::ScopedEnv env{{"LOOM_YIELD_US", "7"}};
   paramsReloadForTesting();
   EXPECT_EQ(yieldMicroseconds(), 7) << "asked for";
+}
+
+// A large call over sockets streams (base/wait.h, kStream): its waits neither spin nor yield, whatever
+// the cores and the communicators, unless LOOM_SPIN_US / LOOM_YIELD_US ask for it.
+TEST(Wait, StreamsNeitherSpinNorYieldUnlessAsked) {
+  {
+    testing::ScopedEnv env{{"LOOM_SPIN_US", nullptr}, {"LOOM_YIELD_US", nullptr}};
+    paramsReloadForTesting();
+    EXPECT_EQ(spinMicroseconds(Producer::kStream), 0);
+    EXPECT_EQ(yieldMicroseconds(Producer::kStream), 0);
+  }
+  testing::ScopedEnv env{{"LOOM_SPIN_US", "7"}, {"LOOM_YIELD_US", "9"}};
+  paramsReloadForTesting();
+  EXPECT_EQ(spinMicroseconds(Producer::kStream), 7) << "asked for";
+  EXPECT_EQ(yieldMicroseconds(Producer::kStream), 9) << "asked for";
+}
+
+// Backoff::idle in a large call, given sockets that show everything awaited, sleeps in poll() at once
+// (a whole slice when nothing arrives); in a small call it spins first (forced to a second here, so
+// that the first idle() returns at once whatever the cores).
+TEST(Wait, BackoffOfALargeCallSleepsInPollAtOnce) {
+  testing::ScopedEnv env{{"LOOM_SPIN_US", nullptr}, {"LOOM_YIELD_US", nullptr}};
+  paramsReloadForTesting();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  auto firstIdleMs = [&](size_t callBytes, const char* spinUs) {
+    testing::ScopedEnv spin{{"LOOM_SPIN_US", spinUs}};
+    paramsReloadForTesting();
+    WaitContext ctx;
+    ctx.timeoutSec = 10;
+    ctx.callBytes = callBytes;
+    Backoff backoff(ctx);
+    std::vector<pollfd> pfds{{fds[0], POLLIN, 0}};  // never written: only the timeout ends a poll
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(backoff.idle(&pfds, true), loomSuccess);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  EXPECT_GE(firstIdleMs(kStreamCallBytes, nullptr), kWaitSliceMs * 0.75) << "a stream sleeps at once";
+  EXPECT_LT(firstIdleMs(kStreamCallBytes - 1, "1000000"), 500) << "a small call spins first";
+  close(fds[0]);
+  close(fds[1]);
 }
 
 // A wait on a thread of ours ends when the thread publishes, through the yield or the futex phase.

@@ -209,7 +209,7 @@ loomResult_t SocketSendQueue::drive(Done done, const WaitContext& ctx) {
         }
         rankSleeping_.store(0);
       },
-      ctx, Producer::kPeer));
+      ctx, ctx.callBytes >= kStreamCallBytes ? Producer::kStream : Producer::kPeer));
   if (!done()) return netFailure(ctx, peer_, "send to", why());
   return loomSuccess;
 }
@@ -319,7 +319,7 @@ loomResult_t SocketRecvQueue::waitFor(Done done, const WaitContext& ctx) {
         io_.pollSet(fds_, false, &pfds);
         ::poll(pfds.data(), pfds.size(), ms);
       },
-      ctx, Producer::kPeer));
+      ctx, ctx.callBytes >= kStreamCallBytes ? Producer::kStream : Producer::kPeer));
   return failed ? netFailure(ctx, req_.peer, "receive from", failure_) : loomSuccess;
 }
 

@@ -117,6 +117,7 @@ class SocketRecvQueue : public RecvQueue {
   enum class State { kIdle, kHeader, kPayload, kMessage };
   loomResult_t open(const WaitContext* ctx);
   bool advance();
+  void delayAcks();
   bool holding() const { return state_ == State::kMessage; }
   template <typename Done>
   loomResult_t waitFor(Done done, const WaitContext& ctx);

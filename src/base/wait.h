@@ -58,8 +58,8 @@ struct WaitContext {
 // cores, where spinning and yielding are on otherwise), medians of 5-6 alternating runs, time and CPU
 // s/GB, spin 50 us + yield 1 ms -> sleep at once: broadcast 4 MB 1055 -> 975 us (0.50 -> 0.38), 64 MB
 // 17.5 -> 15.5 ms (0.52 -> 0.42); alltoall 16 MB 6.36 -> 5.95 ms (0.74 -> 0.61); allgather 16 MB 4.93 ->
-// 3.70 ms (0.59 -> 0.44); allreduce and reduce-scatter equal within the spread.  Below 4 MB it lost: broadcast 1 MB 329 -> 468 us (an idle vCPU's wake-up is
-// slow, and a small call has few of them to hide).
+// 3.70 ms (0.59 -> 0.44); allreduce and reduce-scatter equal within the spread.  Below 4 MB it lost:
+// broadcast 1 MB 329 -> 468 us (an idle vCPU's wake-up is slow, and a small call has few to hide it).
 enum class Producer { kPeer, kOwnThread, kStream };
 constexpr size_t kStreamCallBytes = 4u << 20;
 

@@ -56,8 +56,8 @@ Primitives::Primitives(loomComm* comm, int sendPeer, int recvPeer, int channel, 
   const ReduceKernels& k = reduceKernels();
   copy_ = k.copy;
   // Outputs far larger than the caches are not read again soon: write them past the cache.
-  copyOut_ = call.count * elemSize_ >= kStreamingMinBytes ? k.copyStreaming : k.copy;
   ctx_.callBytes = call.count * elemSize_;
+  copyOut_ = ctx_.callBytes >= kStreamingMinBytes ? k.copyStreaming : k.copy;
   // avg and PreMulSum ops (their inputs arrive already scaled) add; avg divides at the end.
   reduce_ = op >= 0 && op < kNumBuiltinOps ? k.reduce[type][op] : k.reduce[type][loomSum];
   sumDivide_ = k.sumDivide[type];

@@ -62,8 +62,8 @@ loomResult_t Backoff::idle(std::vector<pollfd>* fds, bool complete) {
     noticed.peer = pendingPeer_;
     return failWait(noticed, pending_, pendingWhy_);
   }
-  const bool stream = ctx_.callBytes >= kStreamCallBytes && complete && fds != nullptr && !fds->empty();
-  const Producer producer = stream ? Producer::kStream : producer_;
+  const bool viaPoll = complete && fds != nullptr && !fds->empty();
+  const Producer producer = viaPoll ? streamOr(ctx_, producer_) : producer_;
   const int spinUs = spinMicroseconds(producer);
   auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Deadline::Clock::now() - idleSince_).count();
   if (idleUs < spinUs) {

@@ -62,6 +62,10 @@ struct WaitContext {
 // broadcast 1 MB 329 -> 468 us (an idle vCPU's wake-up is slow, and a small call has few to hide it).
 enum class Producer { kPeer, kOwnThread, kStream };
 constexpr size_t kStreamCallBytes = 4u << 20;
+// Who ends a wait whose progress shows in poll(): the kernel streaming a large call, or else `otherwise`.
+inline Producer streamOr(const WaitContext& ctx, Producer otherwise) {
+  return ctx.callBytes >= kStreamCallBytes ? Producer::kStream : otherwise;
+}
 
 // Microseconds to spin before sleeping, from LOOM_SPIN_US or, when it is -1, from who answers and how
 // many ranks of this process's communicators share the host's cores (no spinning when they outnumber

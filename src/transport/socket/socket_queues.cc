@@ -211,7 +211,7 @@ loomResult_t SocketSendQueue::drive(Done done, const WaitContext& ctx) {
         }
         rankSleeping_.store(0);
       },
-      ctx, ctx.callBytes >= kStreamCallBytes ? Producer::kStream : Producer::kPeer));
+      ctx, streamOr(ctx, Producer::kPeer)));
   if (!done()) return netFailure(ctx, peer_, "send to", why());
   return loomSuccess;
 }
@@ -335,7 +335,7 @@ loomResult_t SocketRecvQueue::waitFor(Done done, const WaitContext& ctx) {
         io_.pollSet(fds_, false, &pfds);
         ::poll(pfds.data(), pfds.size(), ms);
       },
-      ctx, ctx.callBytes >= kStreamCallBytes ? Producer::kStream : Producer::kPeer));
+      ctx, streamOr(ctx, Producer::kPeer)));
   return failed ? netFailure(ctx, req_.peer, "receive from", failure_) : loomSuccess;
 }
 
